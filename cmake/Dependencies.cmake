@@ -1,7 +1,7 @@
 # Third-party packages, all from Debian bookworm (scripts/install-deps.sh installs them).
 # Imported targets keep their headers SYSTEM, so -Werror judges only our code.
 find_package(Threads REQUIRED)
-find_package(Boost 1.81 EXACT REQUIRED CONFIG)
+find_package(Boost 1.81 REQUIRED CONFIG)
 find_package(PostgreSQL REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(OpenSSL 3 REQUIRED)

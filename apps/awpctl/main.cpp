@@ -1,0 +1,43 @@
+// awpctl: the operator's command line (migrate, token, status, ...).
+#include <iostream>
+
+#include "awp/core/daemon.hpp"
+#include "awp/core/error.hpp"
+#include "awp/core/log.hpp"
+#include "commands.hpp"
+
+int main(int argc, char** argv) {
+    using namespace awp;
+    CLI::App app("awpctl: administer an awp workspace", "awpctl");
+    app.require_subcommand(1);
+    app.fallthrough();  // global options may follow the subcommand too
+    ctl::context ctx;
+    app.add_option("--database-url", ctx.database_url,
+                   "Postgres connection string (else libpq's PG* variables)")
+        ->envname("DATABASE_URL");
+    app.add_flag("--json", ctx.json, "Machine-readable output");
+    std::vector<ctl::command> commands = {
+        ctl::add_migrate(app, ctx),
+        ctl::add_status(app, ctx),
+        ctl::add_token(app, ctx),
+    };
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return code == 0 ? 0 : core::daemon::kExitConfig;
+    }
+    core::log::init("awpctl", core::log::level::warn);
+    try {
+        for (auto& c : commands) {
+            if (c.app->parsed()) return c.run();
+        }
+    } catch (const core::config_error& e) {
+        std::cerr << "awpctl: " << e.what() << "\n";
+        return core::daemon::kExitConfig;
+    } catch (const std::exception& e) {
+        std::cerr << "awpctl: " << e.what() << "\n";
+        return 1;
+    }
+    return 2;
+}

@@ -1,0 +1,20 @@
+// awp-command-runner: placeholder until its issue (#4) lands: connects, reports ready, stops on
+// SIGTERM.
+#include <boost/asio/io_context.hpp>
+
+#include "awp/core/daemon.hpp"
+#include "awp/core/placeholder_service.hpp"
+
+int main(int argc, char** argv) {
+    namespace daemon = awp::core::daemon;
+    daemon::common_config common;
+    daemon::cli cli(
+        "awp-command-runner",
+        "awp-command-runner (placeholder: it only connects to Postgres, reports ready and "
+        "stops cleanly; its real work lands with issue #4)");
+    cli.add_common(common);
+    if (auto code = cli.parse(argc, argv, &common)) return *code;
+    boost::asio::io_context ioc;
+    daemon::placeholder_service svc(ioc, common.database_url);
+    return daemon::run(ioc, svc, common.drain_timeout());
+}

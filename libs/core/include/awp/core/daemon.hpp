@@ -1,0 +1,78 @@
+// Daemon life cycle: configuration through CLI11 and the environment, systemd notifications,
+// SIGTERM drains within a deadline and a second SIGTERM exits at once.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+namespace awp::core::daemon {
+
+namespace net = boost::asio;
+
+inline constexpr int kExitConfig = 78;  // EX_CONFIG: systemd's RestartPreventExitStatus
+
+/// Options every daemon has.
+struct common_config {
+    std::string database_url;  // DATABASE_URL; empty means libpq's PG* variables
+    std::string log_level = "info";
+    double drain_timeout_s = 20;  // SIGTERM: time allowed to finish in-flight work
+    double safety_poll_s = 30;    // re-scan the tables this often even without a NOTIFY
+    std::string instance;         // identity in leases and heartbeats (default host:daemon:pid)
+
+    std::chrono::milliseconds drain_timeout() const;
+    std::chrono::milliseconds safety_poll() const;
+};
+
+/// A daemon's command line: options with environment names, --print-config with secrets
+/// redacted, and the exit codes systemd expects.
+class cli {
+  public:
+    cli(std::string daemon, std::string description);
+    CLI::App& app() noexcept { return app_; }
+    /// Adds --database-url, --log-level, --drain-timeout, --safety-poll, --instance.
+    void add_common(common_config& c, bool with_database = true);
+    /// Marks an option whose value must never be printed.
+    CLI::Option* secret(CLI::Option* opt);
+    /// Parses; returns an exit code when the program should stop now (0 after --help or
+    /// --print-config, 78 for bad options), std::nullopt to go on. Initialises logging.
+    std::optional<int> parse(int argc, char** argv, common_config* c = nullptr);
+    /// The effective configuration as "name = value" lines, secrets as "***".
+    std::string effective_config() const;
+    const std::string& daemon() const noexcept { return daemon_; }
+
+  private:
+    std::string daemon_;
+    CLI::App app_;
+    bool print_config_ = false;
+    std::set<const CLI::Option*> secrets_;
+};
+
+/// What a daemon's service does: run() works until request_stop(), then finishes in-flight
+/// work and returns.
+class service {
+  public:
+    virtual ~service() = default;
+    virtual net::awaitable<void> run() = 0;
+    virtual void request_stop() = 0;
+};
+
+/// Runs the service on `ioc` with `threads` threads until it returns or the drain deadline
+/// passes after SIGTERM/SIGINT. Returns the process exit code (0 after a clean drain).
+int run(net::io_context& ioc, service& svc, std::chrono::milliseconds drain_timeout,
+        int threads = 1);
+
+/// sd_notify wrappers; no-ops without NOTIFY_SOCKET.
+void notify_ready();
+void notify_stopping();
+void notify_status(const std::string& status);
+
+/// host:daemon:pid, the default identity of a daemon instance.
+std::string default_instance(const std::string& daemon);
+
+}  // namespace awp::core::daemon

@@ -1,0 +1,267 @@
+// PostgreSQL through libpq: blocking calls for tools and tests, coroutines on Asio for daemons.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include "awp/core/error.hpp"
+
+namespace awp::core::pg {
+
+namespace net = boost::asio;
+
+/// The server answered with an error. sqlstate() is the five-character SQLSTATE.
+class sql_error : public error {
+  public:
+    sql_error(std::string sqlstate, std::string message, std::string detail = {},
+              std::string hint = {})
+        : error(message),
+          sqlstate_(std::move(sqlstate)),
+          primary_(std::move(message)),
+          detail_(std::move(detail)),
+          hint_(std::move(hint)) {}
+    const std::string& sqlstate() const noexcept { return sqlstate_; }
+    const std::string& primary() const noexcept { return primary_; }
+    const std::string& detail() const noexcept { return detail_; }
+    const std::string& hint() const noexcept { return hint_; }
+
+  private:
+    std::string sqlstate_, primary_, detail_, hint_;
+};
+
+/// SQLSTATEs the code branches on get their own type.
+class unique_violation : public sql_error {  // 23505
+    using sql_error::sql_error;
+};
+class check_violation : public sql_error {  // 23514
+    using sql_error::sql_error;
+};
+class serialization_failure : public sql_error {  // 40001
+    using sql_error::sql_error;
+};
+class deadlock_detected : public sql_error {  // 40P01
+    using sql_error::sql_error;
+};
+class query_canceled : public sql_error {  // 57014
+    using sql_error::sql_error;
+};
+class insufficient_privilege : public sql_error {  // 42501
+    using sql_error::sql_error;
+};
+/// An awp domain error raised by our SQL functions (SQLSTATE class AW: illegal transition, ...).
+class domain_error : public sql_error {
+    using sql_error::sql_error;
+};
+
+/// The connection failed or broke (connect refused, server restarted, socket closed).
+/// The caller drops the connection and reconnects.
+class connection_error : public error {
+  public:
+    using error::error;
+};
+
+/// Throws the exception type that belongs to a SQLSTATE. The one place that maps them.
+[[noreturn]] void throw_for_sqlstate(std::string sqlstate, std::string message,
+                                     std::string detail = {}, std::string hint = {});
+
+/// One query parameter in text format; std::nullopt is SQL NULL.
+class param {
+  public:
+    param(std::nullopt_t) {}
+    param(std::string v) : value_(std::move(v)) {}
+    param(std::string_view v) : value_(std::string(v)) {}
+    param(const char* v) : value_(std::string(v)) {}
+    param(bool v) : value_(v ? "true" : "false") {}
+    template <class T>
+    requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) param(T v)
+        : value_(std::to_string(v)) {}
+    param(double v);
+    template <class T>
+    param(const std::optional<T>& v) {
+        if (v) value_ = param(*v).value_;
+    }
+    const std::optional<std::string>& value() const noexcept { return value_; }
+
+  private:
+    std::optional<std::string> value_;
+};
+using params = std::vector<param>;
+
+/// A statement result. Rows and columns are zero-based; NULL reads as std::nullopt.
+class result {
+  public:
+    result() = default;
+    explicit result(PGresult* r) : r_(r, &PQclear) {}
+
+    int size() const noexcept { return r_ ? PQntuples(r_.get()) : 0; }
+    bool empty() const noexcept { return size() == 0; }
+    int columns() const noexcept { return r_ ? PQnfields(r_.get()) : 0; }
+    /// Column index by name; throws error when the column does not exist.
+    int column(std::string_view name) const;
+    /// Rows affected by INSERT/UPDATE/DELETE (0 for others).
+    std::int64_t affected() const;
+
+    bool is_null(int row, int col) const;
+    bool is_null(int row, std::string_view col) const { return is_null(row, column(col)); }
+    /// Raw text of a field; empty for NULL.
+    std::string_view text(int row, int col) const;
+
+    /// Typed read: std::string, std::string_view, bool, integers, double. Throws on NULL.
+    template <class T>
+    T get(int row, int col) const;
+    template <class T>
+    T get(int row, std::string_view col) const {
+        return get<T>(row, column(col));
+    }
+    template <class T>
+    std::optional<T> get_optional(int row, int col) const {
+        if (is_null(row, col)) return std::nullopt;
+        return get<T>(row, col);
+    }
+    template <class T>
+    std::optional<T> get_optional(int row, std::string_view col) const {
+        return get_optional<T>(row, column(col));
+    }
+
+    PGresult* native() const noexcept { return r_.get(); }
+
+  private:
+    void check_cell(int row, int col) const;
+    std::shared_ptr<PGresult> r_;
+};
+
+/// A LISTEN notification.
+struct notification {
+    std::string channel;
+    std::string payload;
+    int backend_pid = 0;
+};
+
+/// One libpq connection. Move-only. Used by one coroutine or thread at a time.
+class connection {
+  public:
+    connection() = default;
+    ~connection();
+    connection(connection&&) noexcept;
+    connection& operator=(connection&&) noexcept;
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    /// Blocking connect. Throws connection_error with libpq's message (password redacted).
+    static connection connect(const std::string& dsn);
+    /// Connects on a worker thread so the io thread never blocks on DNS or the handshake.
+    static net::awaitable<connection> async_connect(std::string dsn);
+
+    bool is_open() const noexcept;
+    PGconn* native() const noexcept { return conn_.get(); }
+    int backend_pid() const noexcept;
+
+    /// Blocking statement with $n parameters (text format). Throws sql_error / connection_error.
+    result exec(std::string_view sql, const params& p = {});
+    /// Blocking multi-statement script without parameters (migrations).
+    void exec_script(std::string_view sql);
+
+    /// The same on the connection's socket without blocking the calling io thread.
+    net::awaitable<result> async_exec(std::string sql, params p = {});
+
+    /// Reads what the socket has and returns the notifications received, in order.
+    /// Throws connection_error when the connection broke.
+    std::vector<notification> drain_notifications();
+    /// Waits until the socket is readable (a notification or the server closing it).
+    net::awaitable<void> async_wait_readable();
+    /// Cancels a pending async_wait_readable.
+    void cancel_wait();
+
+    /// "channel" as a quoted SQL identifier.
+    std::string quote_identifier(std::string_view ident) const;
+
+  private:
+    explicit connection(PGconn* c);
+    net::posix::stream_descriptor& socket(const net::any_io_executor& ex);
+    void release_socket() noexcept;
+    [[noreturn]] void throw_connection_error(std::string_view what);
+    result check(PGresult* r, std::string_view sql);
+
+    std::unique_ptr<PGconn, void (*)(PGconn*)> conn_{nullptr, &PQfinish};
+    std::unique_ptr<net::posix::stream_descriptor> socket_;
+};
+
+/// Capped exponential back-off with jitter for reconnect loops.
+class backoff {
+  public:
+    explicit backoff(std::chrono::milliseconds first = std::chrono::milliseconds(100),
+                     std::chrono::milliseconds cap = std::chrono::seconds(5))
+        : first_(first), cap_(cap), next_(first) {}
+    std::chrono::milliseconds next();
+    void reset() noexcept { next_ = first_; }
+
+  private:
+    std::chrono::milliseconds first_, cap_, next_;
+};
+
+/// A connection that reconnects by itself: get() returns an open connection (never null),
+/// retrying with back-off until it succeeds or the coroutine is cancelled.
+class session {
+  public:
+    explicit session(std::string dsn, std::string name = "db")
+        : dsn_(std::move(dsn)), name_(name) {}
+    net::awaitable<connection*> get();
+    /// Marks the connection broken after a connection_error so the next get() reconnects.
+    void reset() noexcept { conn_ = connection(); }
+    /// Runs one statement; on a broken connection reconnects and retries once when the
+    /// statement is idempotent (retry = true), else rethrows connection_error.
+    net::awaitable<result> exec(std::string sql, params p = {}, bool retry = false);
+    const std::string& dsn() const noexcept { return dsn_; }
+
+  private:
+    std::string dsn_;
+    std::string name_;
+    connection conn_;
+    backoff backoff_;
+};
+
+/// Blocking transaction guard: rolls back unless commit() was called.
+class transaction {
+  public:
+    explicit transaction(connection& c);
+    ~transaction();
+    transaction(const transaction&) = delete;
+    transaction& operator=(const transaction&) = delete;
+    void commit();
+
+  private:
+    connection& c_;
+    bool done_ = false;
+};
+
+/// Runs fn(conn) inside BEGIN/COMMIT on an async connection; ROLLBACK when fn throws.
+template <class F>
+net::awaitable<void> async_transaction(connection& c, F fn) {
+    co_await c.async_exec("BEGIN");
+    std::exception_ptr failure;
+    try {
+        co_await fn(c);
+        co_await c.async_exec("COMMIT");
+        co_return;
+    } catch (const connection_error&) {
+        throw;
+    } catch (...) {
+        failure = std::current_exception();
+    }
+    co_await c.async_exec("ROLLBACK");
+    std::rethrow_exception(failure);
+}
+
+}  // namespace awp::core::pg

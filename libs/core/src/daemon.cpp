@@ -1,0 +1,181 @@
+// Daemon life cycle: CLI11 configuration, sd_notify, signal-driven drain.
+#include "awp/core/daemon.hpp"
+
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "awp/core/error.hpp"
+#include "awp/core/log.hpp"
+
+namespace awp::core::daemon {
+
+std::chrono::milliseconds common_config::drain_timeout() const {
+    return std::chrono::milliseconds(static_cast<long>(drain_timeout_s * 1000));
+}
+std::chrono::milliseconds common_config::safety_poll() const {
+    return std::chrono::milliseconds(static_cast<long>(safety_poll_s * 1000));
+}
+
+std::string default_instance(const std::string& daemon) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    return std::string(host) + ":" + daemon + ":" + std::to_string(getpid());
+}
+
+cli::cli(std::string daemon, std::string description)
+    : daemon_(std::move(daemon)), app_(std::move(description), daemon_) {
+    app_.add_flag("--print-config", print_config_,
+                  "Print the effective configuration (secrets redacted) and exit");
+    app_.set_version_flag("--version", std::string("awp 0.1.0"));
+}
+
+CLI::Option* cli::secret(CLI::Option* opt) {
+    secrets_.insert(opt);
+    return opt;
+}
+
+void cli::add_common(common_config& c, bool with_database) {
+    if (with_database) {
+        secret(app_.add_option("--database-url", c.database_url,
+                               "Postgres connection string (else libpq's PG* variables)")
+                   ->envname("DATABASE_URL"));
+    }
+    app_.add_option("--log-level", c.log_level, "debug, info, warn or error")
+        ->envname("LOG_LEVEL")
+        ->check(CLI::IsMember({"debug", "info", "warn", "error"}))
+        ->capture_default_str();
+    app_.add_option("--drain-timeout", c.drain_timeout_s,
+                    "Seconds to finish in-flight work after SIGTERM")
+        ->envname("DRAIN_TIMEOUT")
+        ->check(CLI::Range(0.0, 3600.0))
+        ->capture_default_str();
+    app_.add_option("--safety-poll", c.safety_poll_s,
+                    "Seconds between table re-scans when no NOTIFY arrives")
+        ->envname("SAFETY_POLL")
+        ->check(CLI::Range(0.05, 86400.0))
+        ->capture_default_str();
+    app_.add_option("--instance", c.instance, "Identity in leases and heartbeats (host:daemon:pid)")
+        ->envname("AWP_INSTANCE");
+}
+
+std::optional<int> cli::parse(int argc, char** argv, common_config* c) {
+    try {
+        app_.parse(argc, argv);
+    } catch (const CLI::Success& e) {
+        return app_.exit(e);
+    } catch (const CLI::ParseError& e) {
+        app_.exit(e);
+        return kExitConfig;
+    }
+    try {
+        log::init(daemon_, c ? log::parse_level(c->log_level) : log::level::info);
+    } catch (const config_error& e) {
+        std::cerr << daemon_ << ": " << e.what() << "\n";
+        return kExitConfig;
+    }
+    if (c && c->instance.empty()) c->instance = default_instance(daemon_);
+    if (print_config_) {
+        std::cout << effective_config();
+        return 0;
+    }
+    return std::nullopt;
+}
+
+std::string cli::effective_config() const {
+    std::ostringstream out;
+    for (const CLI::Option* opt : app_.get_options()) {
+        const std::string name = opt->get_name(false, true);
+        if (name.empty() || name.find("--help") != std::string::npos || name == "--print-config" ||
+            name == "--version") {
+            continue;
+        }
+        std::string value;
+        if (secrets_.count(opt)) {
+            value = opt->count() > 0 || !opt->get_default_str().empty() ? "***" : "";
+        } else if (opt->count() > 0) {
+            const auto& res = opt->results();
+            for (std::size_t i = 0; i < res.size(); ++i) value += (i ? "," : "") + res[i];
+        } else {
+            value = opt->get_default_str();
+        }
+        std::string env = opt->get_envname();
+        out << name << " = " << value << (env.empty() ? "" : "   (env " + env + ")") << "\n";
+    }
+    return out.str();
+}
+
+void notify_ready() { sd_notify(0, "READY=1"); }
+void notify_stopping() { sd_notify(0, "STOPPING=1"); }
+void notify_status(const std::string& status) { sd_notify(0, ("STATUS=" + status).c_str()); }
+
+int run(net::io_context& ioc, service& svc, std::chrono::milliseconds drain_timeout, int threads) {
+    std::signal(SIGPIPE, SIG_IGN);
+    std::atomic<int> exit_code{0};
+    std::atomic<bool> stopping{false};
+    net::signal_set signals(ioc, SIGTERM, SIGINT);
+    net::steady_timer deadline(ioc);
+
+    std::function<void(const boost::system::error_code&, int)> on_signal =
+        [&](const boost::system::error_code& ec, int sig) {
+            if (ec) return;
+            if (stopping.exchange(true)) {
+                // Second signal: the operator wants it gone now, in-flight work or not.
+                log::warn("second signal, exiting at once", {{"signal", sig}});
+                std::_Exit(1);
+            }
+            notify_stopping();
+            log::info("stopping: draining in-flight work",
+                      {{"signal", sig}, {"drain_timeout_ms", drain_timeout.count()}});
+            svc.request_stop();
+            deadline.expires_after(drain_timeout);
+            deadline.async_wait([&](const boost::system::error_code& e) {
+                if (e) return;
+                log::error("drain deadline passed, exiting with work in flight");
+                exit_code = 1;
+                ioc.stop();
+            });
+            signals.async_wait(on_signal);
+        };
+    signals.async_wait(on_signal);
+
+    net::co_spawn(ioc, svc.run(), [&](std::exception_ptr e) {
+        if (e) {
+            try {
+                std::rethrow_exception(e);
+            } catch (const config_error& ce) {
+                log::error("bad configuration", {{"error", ce.what()}});
+                exit_code = kExitConfig;
+            } catch (const std::exception& ex) {
+                log::error("service failed", {{"error", ex.what()}});
+                exit_code = 1;
+            }
+        } else if (!stopping) {
+            log::error("service ended without being asked to stop");
+            exit_code = 1;
+        } else {
+            log::info("stopped cleanly");
+        }
+        signals.cancel();
+        deadline.cancel();
+        ioc.stop();
+    });
+
+    std::vector<std::thread> pool;
+    for (int i = 1; i < threads; ++i) pool.emplace_back([&ioc] { ioc.run(); });
+    ioc.run();
+    for (auto& t : pool) t.join();
+    return exit_code.load();
+}
+
+}  // namespace awp::core::daemon

@@ -1,0 +1,405 @@
+// libpq wrapper: typed results, SQLSTATE-typed errors, async queries on the connection socket.
+#include "awp/core/pg.hpp"
+
+#include <charconv>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "awp/core/log.hpp"
+
+namespace awp::core::pg {
+namespace {
+
+net::thread_pool& connect_pool() {
+    // Connects (DNS, TLS, auth) are the only blocking libpq calls daemons make.
+    static net::thread_pool pool(2);
+    return pool;
+}
+
+std::string trim_message(const char* msg) {
+    std::string s = msg ? msg : "";
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+bool is_connection_sqlstate(std::string_view state) {
+    // 08: connection exception; 57P01-57P03: admin/crash shutdown, cannot connect now.
+    return state.starts_with("08") || state == "57P01" || state == "57P02" || state == "57P03";
+}
+
+}  // namespace
+
+[[noreturn]] void throw_for_sqlstate(std::string state, std::string message, std::string detail,
+                                     std::string hint) {
+    if (is_connection_sqlstate(state)) throw connection_error(message);
+    if (state == "23505") throw unique_violation(state, message, detail, hint);
+    if (state == "23514") throw check_violation(state, message, detail, hint);
+    if (state == "40001") throw serialization_failure(state, message, detail, hint);
+    if (state == "40P01") throw deadlock_detected(state, message, detail, hint);
+    if (state == "57014") throw query_canceled(state, message, detail, hint);
+    if (state == "42501") throw insufficient_privilege(state, message, detail, hint);
+    if (state.starts_with("AW")) throw domain_error(state, message, detail, hint);
+    throw sql_error(std::move(state), std::move(message), std::move(detail), std::move(hint));
+}
+
+param::param(double v) {
+    char buf[64];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    value_ = std::string(buf, end);
+}
+
+// ---- result ----------------------------------------------------------------------------
+
+int result::column(std::string_view name) const {
+    if (r_) {
+        for (int i = 0, n = PQnfields(r_.get()); i < n; ++i) {
+            if (name == PQfname(r_.get(), i)) return i;
+        }
+    }
+    throw error("result has no column '" + std::string(name) + "'");
+}
+
+std::int64_t result::affected() const {
+    if (!r_) return 0;
+    const char* s = PQcmdTuples(r_.get());
+    if (!s || !*s) return 0;
+    std::int64_t v = 0;
+    std::from_chars(s, s + std::strlen(s), v);
+    return v;
+}
+
+void result::check_cell(int row, int col) const {
+    if (row < 0 || row >= size() || col < 0 || col >= columns()) {
+        throw error("result cell (" + std::to_string(row) + ", " + std::to_string(col) +
+                    ") is out of range");
+    }
+}
+
+bool result::is_null(int row, int col) const {
+    check_cell(row, col);
+    return PQgetisnull(r_.get(), row, col) == 1;
+}
+
+std::string_view result::text(int row, int col) const {
+    check_cell(row, col);
+    return {PQgetvalue(r_.get(), row, col),
+            static_cast<std::size_t>(PQgetlength(r_.get(), row, col))};
+}
+
+namespace {
+template <class T>
+T parse_number(std::string_view s, std::string_view col) {
+    T v{};
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc{} || p != s.data() + s.size()) {
+        throw error("column " + std::string(col) + ": '" + std::string(s) + "' is not a number");
+    }
+    return v;
+}
+}  // namespace
+
+template <class T>
+T result::get(int row, int col) const {
+    if (is_null(row, col)) {
+        throw error(std::string("column ") + PQfname(r_.get(), col) + " is NULL");
+    }
+    const auto s = text(row, col);
+    if constexpr (std::is_same_v<T, std::string>) {
+        return std::string(s);
+    } else if constexpr (std::is_same_v<T, std::string_view>) {
+        return s;
+    } else if constexpr (std::is_same_v<T, bool>) {
+        return s == "t" || s == "true";
+    } else {
+        return parse_number<T>(s, PQfname(r_.get(), col));
+    }
+}
+
+template std::string result::get<std::string>(int, int) const;
+template std::string_view result::get<std::string_view>(int, int) const;
+template bool result::get<bool>(int, int) const;
+template int result::get<int>(int, int) const;
+template long result::get<long>(int, int) const;
+template long long result::get<long long>(int, int) const;
+template unsigned result::get<unsigned>(int, int) const;
+template unsigned long result::get<unsigned long>(int, int) const;
+template double result::get<double>(int, int) const;
+
+// ---- connection ------------------------------------------------------------------------
+
+connection::connection(PGconn* c) : conn_(c, &PQfinish) {}
+
+connection::~connection() { release_socket(); }
+
+connection::connection(connection&& o) noexcept
+    : conn_(std::move(o.conn_)), socket_(std::move(o.socket_)) {}
+
+connection& connection::operator=(connection&& o) noexcept {
+    if (this != &o) {
+        release_socket();
+        conn_ = std::move(o.conn_);
+        socket_ = std::move(o.socket_);
+    }
+    return *this;
+}
+
+void connection::release_socket() noexcept {
+    // The descriptor belongs to libpq: release it before PQfinish closes it.
+    if (socket_) {
+        boost::system::error_code ec;
+        socket_->cancel(ec);
+        socket_->release();
+        socket_.reset();
+    }
+}
+
+connection connection::connect(const std::string& dsn) {
+    PGconn* raw = PQconnectdb(dsn.c_str());
+    connection c(raw);
+    if (!raw || PQstatus(raw) != CONNECTION_OK) {
+        const std::string msg = raw ? trim_message(PQerrorMessage(raw)) : "out of memory";
+        throw connection_error("cannot connect to " + log::redact_dsn(dsn) + ": " + msg);
+    }
+    PQsetnonblocking(raw, 1);
+    return c;
+}
+
+net::awaitable<connection> connection::async_connect(std::string dsn) {
+    co_return co_await net::co_spawn(
+        connect_pool(),
+        [d = std::move(dsn)]() -> net::awaitable<connection> { co_return connect(d); },
+        net::use_awaitable);
+}
+
+bool connection::is_open() const noexcept {
+    return conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+}
+
+int connection::backend_pid() const noexcept { return conn_ ? PQbackendPID(conn_.get()) : 0; }
+
+void connection::throw_connection_error(std::string_view what) {
+    std::string msg = conn_ ? trim_message(PQerrorMessage(conn_.get())) : "not connected";
+    throw connection_error(std::string(what) + ": " + msg);
+}
+
+result connection::check(PGresult* raw, std::string_view sql) {
+    result r(raw);
+    if (!raw) throw_connection_error("query failed");
+    const auto status = PQresultStatus(raw);
+    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
+        return r;
+    }
+    const char* state = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
+    if (!state || PQstatus(conn_.get()) != CONNECTION_OK) {
+        throw_connection_error("query failed");
+    }
+    const auto field = [raw](int code) {
+        const char* s = PQresultErrorField(raw, code);
+        return std::string(s ? s : "");
+    };
+    (void)sql;
+    throw_for_sqlstate(state, field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
+                       field(PG_DIAG_MESSAGE_HINT));
+}
+
+namespace {
+struct param_arrays {
+    std::vector<const char*> values;
+    explicit param_arrays(const params& p) {
+        values.reserve(p.size());
+        for (const auto& x : p) values.push_back(x.value() ? x.value()->c_str() : nullptr);
+    }
+    int count() const { return static_cast<int>(values.size()); }
+};
+}  // namespace
+
+result connection::exec(std::string_view sql, const params& p) {
+    if (!conn_) throw connection_error("query on a closed connection");
+    const std::string text(sql);
+    param_arrays a(p);
+    return check(PQexecParams(conn_.get(), text.c_str(), a.count(), nullptr, a.values.data(),
+                              nullptr, nullptr, 0),
+                 sql);
+}
+
+void connection::exec_script(std::string_view sql) {
+    if (!conn_) throw connection_error("query on a closed connection");
+    const std::string text(sql);
+    // PQexec runs every statement and returns the last result; the first error stops it.
+    check(PQexec(conn_.get(), text.c_str()), sql);
+}
+
+net::posix::stream_descriptor& connection::socket(const net::any_io_executor& ex) {
+    const int fd = PQsocket(conn_.get());
+    if (fd < 0) throw_connection_error("no socket");
+    if (!socket_ || socket_->native_handle() != fd || socket_->get_executor() != ex) {
+        release_socket();
+        socket_ = std::make_unique<net::posix::stream_descriptor>(ex, fd);
+    }
+    return *socket_;
+}
+
+net::awaitable<result> connection::async_exec(std::string sql, params p) {
+    if (!conn_) throw connection_error("query on a closed connection");
+    auto ex = co_await net::this_coro::executor;
+    PGconn* c = conn_.get();
+    param_arrays a(p);
+    if (PQsendQueryParams(c, sql.c_str(), a.count(), nullptr, a.values.data(), nullptr, nullptr,
+                          0) == 0) {
+        throw_connection_error("cannot send query");
+    }
+    for (;;) {  // flush the request; large parameters may need several writes
+        const int f = PQflush(c);
+        if (f == 0) break;
+        if (f < 0) throw_connection_error("cannot send query");
+        co_await socket(ex).async_wait(net::posix::stream_descriptor::wait_write,
+                                       net::use_awaitable);
+        if (PQconsumeInput(c) == 0) throw_connection_error("connection lost");
+    }
+    std::optional<result> first_error;
+    result last;
+    for (;;) {
+        while (PQisBusy(c) == 1) {
+            boost::system::error_code ec;
+            co_await socket(ex).async_wait(net::posix::stream_descriptor::wait_read,
+                                           net::redirect_error(net::use_awaitable, ec));
+            if (ec == net::error::operation_aborted) {
+                // Cancelled mid-statement: the protocol state is unknown, so close it.
+                release_socket();
+                conn_.reset();
+                throw boost::system::system_error(ec);
+            }
+            if (PQconsumeInput(c) == 0) throw_connection_error("connection lost");
+        }
+        PGresult* raw = PQgetResult(c);
+        if (!raw) break;
+        const auto st = PQresultStatus(raw);
+        if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) {
+            if (!first_error)
+                first_error.emplace(raw);
+            else
+                PQclear(raw);
+        } else {
+            last = result(raw);
+        }
+    }
+    if (PQstatus(c) != CONNECTION_OK) throw_connection_error("connection lost");
+    if (first_error) {
+        // check() throws the typed error; hold a copy so the PGresult stays alive meanwhile.
+        result keep = *first_error;
+        PGresult* raw = keep.native();
+        const char* state = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
+        const auto field = [raw](int code) {
+            const char* s = PQresultErrorField(raw, code);
+            return std::string(s ? s : "");
+        };
+        if (!state) throw_connection_error("query failed");
+        throw_for_sqlstate(state, field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
+                           field(PG_DIAG_MESSAGE_HINT));
+    }
+    co_return last;
+}
+
+std::vector<notification> connection::drain_notifications() {
+    std::vector<notification> out;
+    if (!conn_) throw connection_error("notifications on a closed connection");
+    if (PQconsumeInput(conn_.get()) == 0 || PQstatus(conn_.get()) != CONNECTION_OK) {
+        throw_connection_error("connection lost");
+    }
+    // One read can carry many notifications: take them all.
+    while (PGnotify* n = PQnotifies(conn_.get())) {
+        out.push_back({n->relname ? n->relname : "", n->extra ? n->extra : "", n->be_pid});
+        PQfreemem(n);
+    }
+    return out;
+}
+
+net::awaitable<void> connection::async_wait_readable() {
+    auto ex = co_await net::this_coro::executor;
+    co_await socket(ex).async_wait(net::posix::stream_descriptor::wait_read, net::use_awaitable);
+}
+
+void connection::cancel_wait() {
+    if (socket_) {
+        boost::system::error_code ec;
+        socket_->cancel(ec);
+    }
+}
+
+std::string connection::quote_identifier(std::string_view ident) const {
+    if (!conn_) throw connection_error("quote on a closed connection");
+    char* q = PQescapeIdentifier(conn_.get(), ident.data(), ident.size());
+    if (!q) throw error("cannot quote identifier");
+    std::string s(q);
+    PQfreemem(q);
+    return s;
+}
+
+// ---- backoff, session, transaction --------------------------------------------------------
+
+std::chrono::milliseconds backoff::next() {
+    thread_local std::mt19937 rng{std::random_device{}()};
+    const auto base = next_;
+    next_ = std::min(cap_, next_ * 2);
+    // Up to 25% jitter so a fleet of daemons does not reconnect in lockstep.
+    std::uniform_int_distribution<long> jitter(0, base.count() / 4);
+    return base + std::chrono::milliseconds(jitter(rng));
+}
+
+net::awaitable<connection*> session::get() {
+    if (conn_.is_open()) co_return &conn_;
+    auto ex = co_await net::this_coro::executor;
+    for (;;) {
+        std::string failure;
+        try {
+            conn_ = co_await connection::async_connect(dsn_);
+            backoff_.reset();
+            co_return &conn_;
+        } catch (const connection_error& e) {
+            failure = e.what();
+        }
+        const auto wait = backoff_.next();
+        log::warn("database unavailable, retrying",
+                  {{"connection", name_}, {"error", failure}, {"retry_ms", wait.count()}});
+        net::steady_timer t(ex, wait);
+        co_await t.async_wait(net::use_awaitable);
+    }
+}
+
+net::awaitable<result> session::exec(std::string sql, params p, bool retry) {
+    for (int attempt = 0;; ++attempt) {
+        connection* c = co_await get();
+        try {
+            co_return co_await c->async_exec(sql, p);
+        } catch (const connection_error&) {
+            reset();
+            if (!retry || attempt > 0) throw;
+        }
+    }
+}
+
+transaction::transaction(connection& c) : c_(c) { c_.exec("BEGIN"); }
+
+transaction::~transaction() {
+    if (!done_) {
+        try {
+            c_.exec("ROLLBACK");
+        } catch (...) {  // a broken connection rolls back by itself
+        }
+    }
+}
+
+void transaction::commit() {
+    c_.exec("COMMIT");
+    done_ = true;
+}
+
+}  // namespace awp::core::pg

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# The project's own throwaway PostgreSQL 15 cluster: create, start, stop, destroy, status, env.
+# Data lives under .awp/pg (git-ignored); it listens on a unix socket and on 127.0.0.1:$AWP_PG_PORT.
+# As root the server runs as the `postgres` OS user. `up` also creates the database, the NOLOGIN
+# API roles, the two login roles of the daemons and the api-gateway, applies the migrations and
+# writes the connection settings to .awp/cluster.env (mode 0600).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_BIN=/usr/lib/postgresql/15/bin
+PORT=${AWP_PG_PORT:-54329}
+STATE=${AWP_STATE_DIR:-$REPO/.awp}
+DBNAME=${AWP_PG_DATABASE:-awp}
+ENV_FILE=$STATE/cluster.env
+AWPCTL=${AWPCTL:-$REPO/build/bin/awpctl}
+
+log() { echo "pg-cluster: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# The server's OS user: postgres when we are root (initdb refuses root), else ourselves.
+if [[ $(id -u) -eq 0 ]]; then
+  id postgres >/dev/null 2>&1 || die "no 'postgres' OS user: run scripts/install-deps.sh first"
+  as_server() { runuser -u postgres -- "$@"; }
+  SERVER_USER=postgres
+else
+  as_server() { "$@"; }
+  SERVER_USER=$(id -un)
+fi
+
+pick_pg_dir() {
+  local dir=${AWP_PG_DIR:-$STATE/pg}
+  mkdir -p "$dir"
+  if [[ $SERVER_USER == postgres && $(id -u) -eq 0 ]]; then
+    chown postgres: "$dir"
+    # The server must be able to reach its data; a checkout under /root is not reachable.
+    if ! runuser -u postgres -- test -x "$dir"; then
+      local alt
+      alt=/var/tmp/awp-pg-$(echo -n "$REPO" | sha256sum | cut -c1-12)
+      log "$dir is not reachable by the postgres user; keeping the cluster in $alt"
+      mkdir -p "$alt" && chown postgres: "$alt"
+      dir=$alt
+    fi
+  fi
+  echo "$dir"
+}
+
+PGDIR=$(pick_pg_dir)
+DATA=$PGDIR/data
+RUN=$PGDIR/run
+LOGFILE=$PGDIR/postgres.log
+ADMIN_DSN="host=$RUN port=$PORT user=postgres dbname=$DBNAME"
+
+is_running() { [[ -f $DATA/postmaster.pid ]] && as_server "$PG_BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
+psql_admin() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -v ON_ERROR_STOP=1 "host=$RUN port=$PORT user=postgres dbname=${1:-postgres}" "${@:2}"; }
+
+create() {
+  if [[ -f $DATA/PG_VERSION ]]; then return 0; fi
+  log "initdb in $DATA"
+  mkdir -p "$DATA" "$RUN"
+  [[ $(id -u) -eq 0 ]] && chown postgres: "$DATA" "$RUN"
+  chmod 0700 "$DATA"
+  as_server "$PG_BIN/initdb" -D "$DATA" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
+    -E UTF8 --locale=C.UTF-8 >/dev/null
+  cat >>"$DATA/postgresql.conf" <<CONF
+# awp throwaway cluster
+port = $PORT
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$RUN'
+unix_socket_permissions = 0700
+max_connections = 300
+shared_buffers = 256MB
+log_min_messages = warning
+log_line_prefix = '%m [%p] %q%u@%d '
+CONF
+}
+
+start() {
+  create
+  if is_running; then return 0; fi
+  mkdir -p "$RUN"
+  [[ $(id -u) -eq 0 ]] && chown postgres: "$RUN" && touch "$LOGFILE" && chown postgres: "$LOGFILE"
+  as_server "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOGFILE" -w -t 60 start >/dev/null \
+    || { tail -n 20 "$LOGFILE" >&2; die "postgres did not start"; }
+  log "running on 127.0.0.1:$PORT and $RUN"
+}
+
+stop() {
+  if is_running; then
+    as_server "$PG_BIN/pg_ctl" -D "$DATA" -m fast -w -t 60 stop >/dev/null
+    log "stopped"
+  fi
+}
+
+destroy() {
+  stop
+  rm -rf "$PGDIR" "$ENV_FILE"
+  log "destroyed"
+}
+
+password_for() {  # stable per cluster: kept in the env file
+  local var=$1
+  if [[ -f $ENV_FILE ]] && grep -q "^$var=" "$ENV_FILE"; then
+    grep "^$var=" "$ENV_FILE" | head -n1 | cut -d= -f2- | tr -d "'"
+  else
+    openssl rand -hex 18
+  fi
+}
+
+provision() {
+  local daemon_pw api_pw
+  daemon_pw=$(password_for AWP_PG_DAEMON_PASSWORD)
+  api_pw=$(password_for AWP_PG_API_PASSWORD)
+  psql_admin postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$DBNAME'" | grep -q 1 \
+    || psql_admin postgres -c "CREATE DATABASE \"$DBNAME\""
+  # The API roles exist on Supabase already; here the first migration would create them too,
+  # but the login roles below need them first.
+  psql_admin postgres -v daemon_pw="$daemon_pw" -v api_pw="$api_pw" <<'SQL'
+SELECT format('CREATE ROLE %I NOLOGIN %s', r, CASE WHEN r = 'service_role' THEN 'BYPASSRLS' ELSE '' END)
+  FROM unnest(ARRAY['anon', 'authenticated', 'service_role']) AS r
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) \gexec
+SELECT 'CREATE ROLE awp_daemon LOGIN' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'awp_daemon') \gexec
+SELECT 'CREATE ROLE awp_api LOGIN NOINHERIT' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'awp_api') \gexec
+ALTER ROLE awp_daemon PASSWORD :'daemon_pw';
+ALTER ROLE awp_api PASSWORD :'api_pw';
+-- Daemons act as the service role; the api-gateway switches per request, as PostgREST does.
+GRANT service_role TO awp_daemon;
+GRANT anon, authenticated, service_role TO awp_api;
+SQL
+  umask 077
+  mkdir -p "$STATE"
+  cat >"$ENV_FILE" <<ENV
+# Written by scripts/pg-cluster.sh: the project's own Postgres. Source it: set -a; . $ENV_FILE
+AWP_PG_PORT=$PORT
+AWP_PG_SOCKET_DIR='$RUN'
+AWP_PG_ADMIN_DSN='host=$RUN port=$PORT user=postgres dbname=$DBNAME'
+AWP_PG_DAEMON_PASSWORD='$daemon_pw'
+AWP_PG_API_PASSWORD='$api_pw'
+DATABASE_URL='postgresql://awp_daemon:$daemon_pw@127.0.0.1:$PORT/$DBNAME'
+AWP_API_DATABASE_URL='postgresql://awp_api:$api_pw@127.0.0.1:$PORT/$DBNAME'
+ENV
+}
+
+migrate() {
+  [[ -x $AWPCTL ]] || die "$AWPCTL is missing: build first (cmake --build build)"
+  "$AWPCTL" migrate --database-url "$ADMIN_DSN"
+}
+
+case ${1:-} in
+  create) create ;;
+  start) start ;;
+  stop) stop ;;
+  destroy) destroy ;;
+  up) start; provision; migrate; log "DATABASE_URL and friends are in $ENV_FILE" ;;
+  status) if is_running; then echo "running on 127.0.0.1:$PORT ($DATA)"; else echo "stopped ($DATA)"; exit 3; fi ;;
+  env) [[ -f $ENV_FILE ]] || die "no $ENV_FILE: run '$0 up' first"; cat "$ENV_FILE" ;;
+  psql) shift; exec psql -X "host=$RUN port=$PORT user=postgres dbname=$DBNAME" "$@" ;;
+  *) cat >&2 <<USAGE
+usage: $0 up|start|stop|destroy|status|env|psql
+  up       create and start the cluster, create the database and login roles, apply migrations
+  start    start (creating the cluster when missing)
+  stop     fast shutdown
+  destroy  stop and delete every file of the cluster
+  status   exit 0 when running, 3 when stopped
+  env      print the connection settings (DATABASE_URL, AWP_API_DATABASE_URL, AWP_PG_ADMIN_DSN)
+  psql     open psql as the superuser on the project's database
+environment: AWP_PG_PORT (default 54329), AWP_STATE_DIR (default .awp), AWP_PG_DATABASE (awp)
+USAGE
+     exit 2 ;;
+esac

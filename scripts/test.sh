@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Sets up everything the tests need (Debian packages, pgvector, a build, the project's own
+# Postgres) and runs the suites by label: unit, integration, e2e. Stops the cluster afterwards
+# when it was not running before. Usage: scripts/test.sh [label ...]
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD=${AWP_BUILD_DIR:-$REPO/build}
+labels=("$@")
+((${#labels[@]})) || labels=(unit integration e2e)
+
+AWP_DEPS=full "$REPO/scripts/install-deps.sh"
+"$REPO/scripts/build.sh"
+
+started=0
+if ! "$REPO/scripts/pg-cluster.sh" status >/dev/null 2>&1; then started=1; fi
+cleanup() { if ((started)); then "$REPO/scripts/pg-cluster.sh" stop || true; fi; }
+trap cleanup EXIT
+AWPCTL=$BUILD/bin/awpctl "$REPO/scripts/pg-cluster.sh" up
+set -a
+# shellcheck disable=SC1091
+. "${AWP_STATE_DIR:-$REPO/.awp}/cluster.env"
+set +a
+
+status=0
+for label in "${labels[@]}"; do
+  echo "== ctest -L $label"
+  ctest --test-dir "$BUILD" -L "^$label\$" --output-on-failure -j"${AWP_TEST_JOBS:-2}" \
+    --timeout "${AWP_TEST_TIMEOUT:-300}" || status=1
+done
+exit $status

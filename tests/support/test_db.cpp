@@ -1,0 +1,89 @@
+// Integration-test databases cloned from the migrated template.
+#include "support/test_db.hpp"
+
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+
+namespace awp::test {
+
+std::string require_env(const char* name) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) {
+        throw std::runtime_error(std::string(name) +
+                                 " is not set: run the tests through scripts/test.sh, or source "
+                                 ".awp/cluster.env after scripts/pg-cluster.sh up");
+    }
+    return v;
+}
+
+std::string random_name(const std::string& prefix) {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    std::string s = prefix;
+    std::uniform_int_distribution<std::size_t> pick(0, sizeof kAlphabet - 2);
+    for (int i = 0; i < 10; ++i) s.push_back(kAlphabet[pick(rng)]);
+    return s;
+}
+
+namespace {
+std::string with_dbname(const std::string& dsn, const std::string& db) {
+    // Keyword/value strings: a later keyword overrides an earlier one.
+    return dsn + " dbname=" + db;
+}
+}  // namespace
+
+scoped_database::scoped_database() : name_(random_name("awp_t_")) {
+    auto admin =
+        core::pg::connection::connect(with_dbname(require_env("AWP_PG_ADMIN_DSN"), "postgres"));
+    admin.exec("CREATE DATABASE " + name_ + " TEMPLATE " + kTemplateDatabase);
+}
+
+scoped_database::~scoped_database() {
+    try {
+        auto admin =
+            core::pg::connection::connect(with_dbname(require_env("AWP_PG_ADMIN_DSN"), "postgres"));
+        admin.exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    } catch (...) {  // leftovers are swept by the next template build
+    }
+}
+
+std::string scoped_database::admin_dsn() const {
+    return with_dbname(require_env("AWP_PG_ADMIN_DSN"), name_);
+}
+
+std::string scoped_database::daemon_dsn() const {
+    return "host=127.0.0.1 port=" + require_env("AWP_PG_PORT") +
+           " user=awp_daemon password=" + require_env("AWP_PG_DAEMON_PASSWORD") +
+           " dbname=" + name_;
+}
+
+std::string scoped_database::api_dsn() const {
+    return "host=127.0.0.1 port=" + require_env("AWP_PG_PORT") +
+           " user=awp_api password=" + require_env("AWP_PG_API_PASSWORD") + " dbname=" + name_;
+}
+
+void as_user(core::pg::connection& c, const std::string& tenant_id, const std::string& user_id) {
+    c.exec("SET ROLE authenticated");
+    c.exec(
+        "SELECT set_config('request.jwt.claims', json_build_object('sub', $2::text, 'role', "
+        "'authenticated', 'app_metadata', json_build_object('tenant_id', $1::text))::text, false)",
+        {tenant_id, user_id});
+}
+
+void as_anon(core::pg::connection& c) {
+    c.exec("SET ROLE anon");
+    c.exec("SELECT set_config('request.jwt.claims', '{\"role\":\"anon\"}', false)");
+}
+
+void as_service(core::pg::connection& c) {
+    c.exec("SET ROLE service_role");
+    c.exec("SELECT set_config('request.jwt.claims', '{\"role\":\"service_role\"}', false)");
+}
+
+void reset_role(core::pg::connection& c) {
+    c.exec("RESET ROLE");
+    c.exec("SELECT set_config('request.jwt.claims', '', false)");
+}
+
+}  // namespace awp::test

@@ -1,0 +1,55 @@
+// Integration-test databases: each test gets a fresh clone of the migrated template database.
+#pragma once
+
+#include <string>
+
+#include "awp/core/pg.hpp"
+
+namespace awp::test {
+
+/// The template every test database is cloned from (made by tests/support/make-template.sh).
+inline constexpr const char* kTemplateDatabase = "awp_test_template";
+
+/// A random lowercase name with a prefix, for databases, channels, slugs.
+std::string random_name(const std::string& prefix);
+
+/// A fresh database cloned from the template, dropped (WITH FORCE) when it goes out of scope.
+/// Needs AWP_PG_ADMIN_DSN (superuser, keyword form), AWP_PG_PORT and the role passwords from
+/// .awp/cluster.env (scripts/test.sh exports them).
+class scoped_database {
+  public:
+    scoped_database();
+    ~scoped_database();
+    scoped_database(const scoped_database&) = delete;
+    scoped_database& operator=(const scoped_database&) = delete;
+
+    const std::string& name() const noexcept { return name_; }
+    /// Superuser on this database (unix socket).
+    std::string admin_dsn() const;
+    /// awp_daemon: a login member of service_role, as the daemons connect (TCP, password).
+    std::string daemon_dsn() const;
+    /// awp_api: NOINHERIT login that may SET ROLE anon/authenticated/service_role (api-gateway).
+    std::string api_dsn() const;
+
+    core::pg::connection admin() const { return core::pg::connection::connect(admin_dsn()); }
+    core::pg::connection daemon() const { return core::pg::connection::connect(daemon_dsn()); }
+    core::pg::connection api() const { return core::pg::connection::connect(api_dsn()); }
+
+  private:
+    std::string name_;
+};
+
+/// Session-level: act as an authenticated user of `tenant_id` (SET ROLE authenticated and
+/// request.jwt.claims with sub, role and app_metadata.tenant_id), as the api-gateway does.
+void as_user(core::pg::connection& c, const std::string& tenant_id, const std::string& user_id);
+/// Session-level: act as anon (no claims).
+void as_anon(core::pg::connection& c);
+/// Session-level: act as service_role.
+void as_service(core::pg::connection& c);
+/// Back to the login role, claims cleared.
+void reset_role(core::pg::connection& c);
+
+/// Environment variable or a Catch2 failure naming it.
+std::string require_env(const char* name);
+
+}  // namespace awp::test
