@@ -1,0 +1,521 @@
+-- The command queue: insert validation, checked transitions, leasing with fencing tokens and the
+-- runner RPCs, and the per-gateway wake-up (awp_commands_<gateway>).
+-- Domain errors (sql/README.md): AW001 illegal transition, AW002 lease lost, AW003 not found,
+-- AW004 invalid argument.
+
+-- Gateway by slug, optionally within one tenant. A slug used by several tenants needs the tenant.
+CREATE FUNCTION public.awp_resolve_gateway(p_gateway_slug text, p_tenant_id uuid DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql STABLE
+SET search_path = ''
+AS $$
+DECLARE
+  v_ids uuid[];
+BEGIN
+  IF p_gateway_slug IS NULL OR btrim(p_gateway_slug) = '' THEN
+    RAISE EXCEPTION 'gateway slug is required' USING ERRCODE = 'AW004';
+  END IF;
+  SELECT array_agg(g.id) INTO v_ids
+    FROM public.gateways g
+   WHERE g.slug = p_gateway_slug AND (p_tenant_id IS NULL OR g.tenant_id = p_tenant_id);
+  IF v_ids IS NULL THEN
+    RAISE EXCEPTION 'gateway "%" not found%', p_gateway_slug,
+      CASE WHEN p_tenant_id IS NULL THEN '' ELSE ' in tenant ' || p_tenant_id END
+      USING ERRCODE = 'AW003';
+  ELSIF cardinality(v_ids) > 1 THEN
+    RAISE EXCEPTION 'gateway slug "%" exists in % tenants: pass p_tenant_id', p_gateway_slug,
+      cardinality(v_ids) USING ERRCODE = 'AW004';
+  END IF;
+  RETURN v_ids[1];
+END
+$$;
+
+-- Checks the payload of a new command: a JSON object with the action's required fields.
+CREATE FUNCTION public.awp_check_command_payload(p_action public.command_action, p_payload jsonb)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = ''
+AS $$
+DECLARE
+  v_need text[];
+  v_field text;
+  v_key text;
+BEGIN
+  IF p_payload IS NULL OR jsonb_typeof(p_payload) <> 'object' THEN
+    RAISE EXCEPTION 'agent_commands: payload must be a JSON object, got %',
+      coalesce(jsonb_typeof(p_payload), 'null') USING ERRCODE = 'AW004';
+  END IF;
+  v_need := CASE p_action
+    WHEN 'approve_pairing' THEN ARRAY['pairing_code']
+    WHEN 'auth_set_api_key' THEN ARRAY['provider', 'api_key']
+    WHEN 'auth_start' THEN ARRAY['provider']
+    WHEN 'auth_paste' THEN ARRAY['parent_command_id', 'value']
+    WHEN 'auth_remove' THEN ARRAY['profile_id']
+    WHEN 'auth_set_default' THEN ARRAY['provider']
+    WHEN 'source_write' THEN ARRAY['connection_id', 'action']
+    WHEN 'execute_prompt' THEN ARRAY['prompt']
+    ELSE ARRAY[]::text[] END;
+  FOREACH v_field IN ARRAY v_need LOOP
+    IF jsonb_typeof(p_payload -> v_field) IS DISTINCT FROM 'string'
+       OR btrim(p_payload ->> v_field) = '' THEN
+      RAISE EXCEPTION 'agent_commands: action % needs payload field "%" (a non-empty string)',
+        p_action, v_field USING ERRCODE = 'AW004';
+    END IF;
+  END LOOP;
+  IF p_action = 'source_write' AND jsonb_typeof(p_payload -> 'params') IS DISTINCT FROM 'object' THEN
+    RAISE EXCEPTION 'agent_commands: action source_write needs payload field "params" (a JSON object)'
+      USING ERRCODE = 'AW004';
+  END IF;
+  IF p_action = 'set_agent_model' THEN
+    IF coalesce(p_payload ->> 'model', '') = '' AND coalesce(p_payload ->> 'thinking', '') = '' THEN
+      RAISE EXCEPTION 'agent_commands: action set_agent_model needs "model" or "thinking" in the payload'
+        USING ERRCODE = 'AW004';
+    END IF;
+    IF p_payload ? 'thinking' AND (p_payload ->> 'thinking') NOT IN ('none', 'low', 'medium', 'high') THEN
+      RAISE EXCEPTION 'agent_commands: set_agent_model thinking must be none, low, medium or high, got "%"',
+        p_payload ->> 'thinking' USING ERRCODE = 'AW004';
+    END IF;
+  END IF;
+  IF p_action IN ('provision', 'approve_pairing') AND p_payload ? 'channel'
+     AND (p_payload ->> 'channel') NOT IN ('telegram', 'discord', 'slack', 'none') THEN
+    RAISE EXCEPTION 'agent_commands: channel must be telegram, discord, slack or none, got "%"',
+      p_payload ->> 'channel' USING ERRCODE = 'AW004';
+  END IF;
+  IF p_action = 'auth_start' AND p_payload ? 'mode'
+     AND (p_payload ->> 'mode') NOT IN ('oauth_paste', 'device_code') THEN
+    RAISE EXCEPTION 'agent_commands: auth_start mode must be oauth_paste or device_code, got "%"',
+      p_payload ->> 'mode' USING ERRCODE = 'AW004';
+  END IF;
+  IF p_action = 'provision' THEN
+    FOR v_key IN SELECT k FROM jsonb_object_keys(p_payload) AS k WHERE k LIKE '%\_token' LOOP
+      RAISE EXCEPTION 'agent_commands: provision payload must not carry "%": channel tokens belong in the secrets table',
+        v_key USING ERRCODE = 'AW004';
+    END LOOP;
+  END IF;
+END
+$$;
+
+-- BEFORE INSERT: new commands are pending, name a real agent of their tenant consistently,
+-- take the agent's gateway when none is given, and carry a valid payload.
+CREATE FUNCTION public.awp_commands_before_insert() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v_agent record;
+BEGIN
+  IF NEW.status IS DISTINCT FROM 'pending' THEN
+    RAISE EXCEPTION 'agent_commands: a new command must have status pending, got %', NEW.status
+      USING ERRCODE = 'AW004';
+  END IF;
+  NEW.lease_token := NULL; NEW.leased_by := NULL; NEW.leased_at := NULL;
+  NEW.lease_expires_at := NULL; NEW.attempts := 0; NEW.started_at := NULL; NEW.finished_at := NULL;
+  IF NEW.agent_id IS NOT NULL THEN
+    SELECT a.id, a.slug, a.gateway_id INTO v_agent
+      FROM public.agents a WHERE a.id = NEW.agent_id AND a.tenant_id = NEW.tenant_id;
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'agent_commands: agent % not found in tenant %', NEW.agent_id, NEW.tenant_id
+        USING ERRCODE = 'AW003';
+    END IF;
+    IF NEW.agent_slug IS NOT NULL AND NEW.agent_slug <> v_agent.slug THEN
+      RAISE EXCEPTION 'agent_commands: agent_slug "%" does not match agent % (slug "%")',
+        NEW.agent_slug, NEW.agent_id, v_agent.slug USING ERRCODE = 'AW004';
+    END IF;
+    NEW.agent_slug := v_agent.slug;
+  ELSIF NEW.agent_slug IS NOT NULL THEN
+    SELECT a.id, a.slug, a.gateway_id INTO v_agent
+      FROM public.agents a WHERE a.slug = NEW.agent_slug AND a.tenant_id = NEW.tenant_id;
+    IF FOUND THEN
+      NEW.agent_id := v_agent.id;
+    ELSIF NEW.action <> 'provision' THEN
+      -- provision creates the agent: its slug may not exist yet.
+      RAISE EXCEPTION 'agent_commands: agent "%" not found in tenant %', NEW.agent_slug, NEW.tenant_id
+        USING ERRCODE = 'AW003';
+    END IF;
+  END IF;
+  IF NEW.gateway_id IS NULL AND v_agent.gateway_id IS NOT NULL THEN
+    NEW.gateway_id := v_agent.gateway_id;
+  END IF;
+  IF NEW.action IN ('update', 'remove', 'provision') AND NEW.agent_slug IS NULL THEN
+    RAISE EXCEPTION 'agent_commands: action % needs agent_slug (or agent_id)', NEW.action
+      USING ERRCODE = 'AW004';
+  END IF;
+  IF NEW.action = 'set_agent_model' AND jsonb_typeof(NEW.payload) = 'object'
+     AND NOT NEW.payload ? 'agent_slug' THEN
+    IF NEW.agent_slug IS NULL THEN
+      RAISE EXCEPTION 'agent_commands: action set_agent_model needs payload field "agent_slug" (a non-empty string)'
+        USING ERRCODE = 'AW004';
+    END IF;
+    NEW.payload := NEW.payload || jsonb_build_object('agent_slug', NEW.agent_slug);
+  END IF;
+  PERFORM public.awp_check_command_payload(NEW.action, NEW.payload);
+  RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER agent_commands_before_insert BEFORE INSERT ON public.agent_commands
+  FOR EACH ROW EXECUTE FUNCTION public.awp_commands_before_insert();
+
+-- BEFORE UPDATE: every status change follows the state machine, whoever writes it.
+--   pending -> leased | cancelled
+--   leased  -> running | pending (lease expired) | failed | cancelled
+--   running -> done | failed
+--   done, failed, cancelled: final
+CREATE FUNCTION public.awp_commands_check_transition() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+BEGIN
+  IF NEW.status IS DISTINCT FROM OLD.status AND NOT (
+       (OLD.status = 'pending' AND NEW.status IN ('leased', 'cancelled'))
+    OR (OLD.status = 'leased' AND NEW.status IN ('running', 'pending', 'failed', 'cancelled'))
+    OR (OLD.status = 'running' AND NEW.status IN ('done', 'failed'))) THEN
+    RAISE EXCEPTION 'command %: illegal transition from % to %', OLD.id, OLD.status, NEW.status
+      USING ERRCODE = 'AW001';
+  END IF;
+  IF NEW.status IN ('done', 'failed', 'cancelled') AND OLD.status IS DISTINCT FROM NEW.status THEN
+    NEW.finished_at := coalesce(NEW.finished_at, now());
+    NEW.lease_expires_at := NULL;
+  END IF;
+  IF NEW.gateway_id IS DISTINCT FROM OLD.gateway_id AND OLD.status <> 'pending' THEN
+    RAISE EXCEPTION 'command %: gateway can only change while pending (status is %)', OLD.id, OLD.status
+      USING ERRCODE = 'AW001';
+  END IF;
+  IF NEW.payload IS DISTINCT FROM OLD.payload AND jsonb_typeof(NEW.payload) IS DISTINCT FROM 'object' THEN
+    RAISE EXCEPTION 'command %: payload must be a JSON object', OLD.id USING ERRCODE = 'AW004';
+  END IF;
+  RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER agent_commands_check_transition BEFORE UPDATE ON public.agent_commands
+  FOR EACH ROW EXECUTE FUNCTION public.awp_commands_check_transition();
+
+-- Wake-ups: one NOTIFY per statement per gateway when commands become pending (insert or
+-- re-queue). Payload: the command id when exactly one, else empty.
+CREATE FUNCTION public.awp_notify_commands() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  r record;
+BEGIN
+  IF TG_OP = 'INSERT' THEN
+    FOR r IN SELECT n.gateway_id, count(*) AS n, min(n.id::text) AS one_id
+               FROM new_rows n WHERE n.status = 'pending' GROUP BY n.gateway_id LOOP
+      PERFORM pg_notify('awp_commands_' || replace(r.gateway_id::text, '-', ''),
+                        CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
+    END LOOP;
+  ELSE
+    FOR r IN SELECT n.gateway_id, count(*) AS n, min(n.id::text) AS one_id
+               FROM new_rows n JOIN old_rows o ON o.id = n.id
+              WHERE n.status = 'pending' AND (o.status <> 'pending' OR o.gateway_id <> n.gateway_id)
+              GROUP BY n.gateway_id LOOP
+      PERFORM pg_notify('awp_commands_' || replace(r.gateway_id::text, '-', ''),
+                        CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
+    END LOOP;
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER agent_commands_notify_insert AFTER INSERT ON public.agent_commands
+  REFERENCING NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION public.awp_notify_commands();
+CREATE TRIGGER agent_commands_notify_update AFTER UPDATE ON public.agent_commands
+  REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION public.awp_notify_commands();
+
+-- Merges p_patch into p_payload; a key whose patch value is JSON null is removed.
+CREATE FUNCTION public.awp_jsonb_patch(p_payload jsonb, p_patch jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE
+SET search_path = ''
+AS $$
+  SELECT CASE WHEN p_patch IS NULL THEN p_payload ELSE
+    (coalesce(p_payload, '{}'::jsonb)
+      - coalesce((SELECT array_agg(e.key) FROM jsonb_each(p_patch) e WHERE jsonb_typeof(e.value) = 'null'),
+                 ARRAY[]::text[]))
+    || coalesce((SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(p_patch) e
+                  WHERE jsonb_typeof(e.value) <> 'null'), '{}'::jsonb)
+  END
+$$;
+
+-- Expired leases of one gateway (or all when NULL): leased -> pending, running -> failed.
+-- Returns (requeued, failed). Rows another transaction holds are skipped, never waited for.
+CREATE FUNCTION public.awp_expire_command_leases(p_gateway_id uuid DEFAULT NULL,
+                                                 OUT requeued integer, OUT failed integer)
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+BEGIN
+  WITH expired AS (
+    SELECT c.id FROM public.agent_commands c
+     WHERE c.status = 'leased' AND c.lease_expires_at < now()
+       AND (p_gateway_id IS NULL OR c.gateway_id = p_gateway_id)
+     FOR UPDATE SKIP LOCKED)
+  UPDATE public.agent_commands c
+     SET status = 'pending', lease_token = NULL, leased_by = NULL, leased_at = NULL,
+         lease_expires_at = NULL,
+         meta = c.meta || jsonb_build_object('last_lease_expired_at', now(), 'last_leased_by', c.leased_by)
+    FROM expired WHERE c.id = expired.id;
+  GET DIAGNOSTICS requeued = ROW_COUNT;
+
+  WITH expired AS (
+    SELECT c.id FROM public.agent_commands c
+     WHERE c.status = 'running' AND c.lease_expires_at < now()
+       AND (p_gateway_id IS NULL OR c.gateway_id = p_gateway_id)
+     FOR UPDATE SKIP LOCKED)
+  UPDATE public.agent_commands c
+     SET status = 'failed',
+         error_message = format('lease expired at %s while running (runner %s stopped reporting); not retried',
+                                c.lease_expires_at, coalesce(c.leased_by, 'unknown'))
+    FROM expired WHERE c.id = expired.id;
+  GET DIAGNOSTICS failed = ROW_COUNT;
+END
+$$;
+
+-- Leases the oldest pending command of the gateway. Returns the row (with its new lease_token),
+-- or no row when nothing is pending.
+CREATE FUNCTION public.lease_command(p_lease_seconds integer DEFAULT 180,
+                                     p_gateway_slug text DEFAULT NULL,
+                                     p_runner text DEFAULT NULL,
+                                     p_tenant_id uuid DEFAULT NULL)
+RETURNS SETOF public.agent_commands
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v_gateway uuid;
+BEGIN
+  IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
+    RAISE EXCEPTION 'lease_command: p_lease_seconds must be between 1 and 86400, got %',
+      coalesce(p_lease_seconds::text, 'null') USING ERRCODE = 'AW004';
+  END IF;
+  v_gateway := public.awp_resolve_gateway(p_gateway_slug, p_tenant_id);
+  PERFORM public.awp_expire_command_leases(v_gateway);
+  RETURN QUERY
+  UPDATE public.agent_commands c
+     SET status = 'leased', lease_token = gen_random_uuid(), leased_by = p_runner, leased_at = now(),
+         lease_expires_at = now() + make_interval(secs => p_lease_seconds), attempts = c.attempts + 1
+   WHERE c.id = (SELECT q.id FROM public.agent_commands q
+                  WHERE q.gateway_id = v_gateway AND q.status = 'pending'
+                  ORDER BY q.created_at, q.id
+                  LIMIT 1 FOR UPDATE SKIP LOCKED)
+  RETURNING c.*;
+END
+$$;
+
+-- Locks a command for a transition and checks its status and lease token.
+CREATE FUNCTION public.awp_command_for_transition(p_command_id uuid, p_verb text,
+                                                  p_expected public.command_status[],
+                                                  p_lease_token uuid)
+RETURNS public.agent_commands
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v public.agent_commands;
+BEGIN
+  IF p_command_id IS NULL THEN
+    RAISE EXCEPTION 'cannot %: p_command_id is required', p_verb USING ERRCODE = 'AW004';
+  END IF;
+  SELECT * INTO v FROM public.agent_commands WHERE id = p_command_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'command %: not found', p_command_id USING ERRCODE = 'AW003';
+  END IF;
+  IF p_lease_token IS NOT NULL AND v.lease_token IS DISTINCT FROM p_lease_token THEN
+    RAISE EXCEPTION 'command %: cannot %: lease lost (the lease token no longer matches; status is %)',
+      p_command_id, p_verb, v.status USING ERRCODE = 'AW002';
+  END IF;
+  IF NOT v.status = ANY (p_expected) THEN
+    RAISE EXCEPTION 'command %: cannot %: status is %, expected %', p_command_id, p_verb, v.status,
+      array_to_string(p_expected, ' or ') USING ERRCODE = 'AW001';
+  END IF;
+  RETURN v;
+END
+$$;
+
+-- leased -> running. p_lease_seconds, when given, restarts the lease clock from now.
+CREATE FUNCTION public.start_command(p_command_id uuid, p_lease_token uuid DEFAULT NULL,
+                                     p_lease_seconds integer DEFAULT NULL)
+RETURNS public.agent_commands
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v public.agent_commands;
+BEGIN
+  IF p_lease_seconds IS NOT NULL AND (p_lease_seconds < 1 OR p_lease_seconds > 86400) THEN
+    RAISE EXCEPTION 'start_command: p_lease_seconds must be between 1 and 86400, got %', p_lease_seconds
+      USING ERRCODE = 'AW004';
+  END IF;
+  PERFORM public.awp_command_for_transition(p_command_id, 'start', '{leased}', p_lease_token);
+  UPDATE public.agent_commands c
+     SET status = 'running', started_at = now(),
+         lease_expires_at = CASE WHEN p_lease_seconds IS NULL THEN c.lease_expires_at
+                                 ELSE now() + make_interval(secs => p_lease_seconds) END
+   WHERE c.id = p_command_id
+  RETURNING * INTO v;
+  RETURN v;
+END
+$$;
+
+-- Extends the lease of a leased or running command (long runs).
+CREATE FUNCTION public.extend_command_lease(p_command_id uuid, p_lease_token uuid,
+                                            p_lease_seconds integer)
+RETURNS public.agent_commands
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v public.agent_commands;
+BEGIN
+  IF p_lease_token IS NULL THEN
+    RAISE EXCEPTION 'extend_command_lease: p_lease_token is required' USING ERRCODE = 'AW004';
+  END IF;
+  IF p_lease_seconds IS NULL OR p_lease_seconds < 1 OR p_lease_seconds > 86400 THEN
+    RAISE EXCEPTION 'extend_command_lease: p_lease_seconds must be between 1 and 86400, got %',
+      coalesce(p_lease_seconds::text, 'null') USING ERRCODE = 'AW004';
+  END IF;
+  PERFORM public.awp_command_for_transition(p_command_id, 'extend lease', '{leased,running}', p_lease_token);
+  UPDATE public.agent_commands c SET lease_expires_at = now() + make_interval(secs => p_lease_seconds)
+   WHERE c.id = p_command_id RETURNING * INTO v;
+  RETURN v;
+END
+$$;
+
+-- Atomic payload merge (connection_state progress, scrubbing) while the command is in flight.
+CREATE FUNCTION public.patch_command_payload(p_command_id uuid, p_patch jsonb,
+                                             p_lease_token uuid DEFAULT NULL)
+RETURNS public.agent_commands
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v public.agent_commands;
+BEGIN
+  IF p_patch IS NULL OR jsonb_typeof(p_patch) <> 'object' THEN
+    RAISE EXCEPTION 'patch_command_payload: p_patch must be a JSON object' USING ERRCODE = 'AW004';
+  END IF;
+  PERFORM public.awp_command_for_transition(p_command_id, 'patch payload',
+                                            '{leased,running,done,failed,cancelled}', p_lease_token);
+  UPDATE public.agent_commands c SET payload = public.awp_jsonb_patch(c.payload, p_patch)
+   WHERE c.id = p_command_id RETURNING * INTO v;
+  RETURN v;
+END
+$$;
+
+-- running -> done, storing the outputs (and scrubbing the payload in the same update).
+CREATE FUNCTION public.complete_command(p_command_id uuid, p_exit_code integer,
+                                        p_stdout text DEFAULT NULL, p_stderr text DEFAULT NULL,
+                                        p_lease_token uuid DEFAULT NULL,
+                                        p_payload_patch jsonb DEFAULT NULL)
+RETURNS public.agent_commands
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v public.agent_commands;
+BEGIN
+  IF p_payload_patch IS NOT NULL AND jsonb_typeof(p_payload_patch) <> 'object' THEN
+    RAISE EXCEPTION 'complete_command: p_payload_patch must be a JSON object' USING ERRCODE = 'AW004';
+  END IF;
+  PERFORM public.awp_command_for_transition(p_command_id, 'complete', '{running}', p_lease_token);
+  UPDATE public.agent_commands c
+     SET status = 'done', exit_code = p_exit_code, stdout = p_stdout, stderr = p_stderr,
+         finished_at = now(), payload = public.awp_jsonb_patch(c.payload, p_payload_patch)
+   WHERE c.id = p_command_id
+  RETURNING * INTO v;
+  RETURN v;
+END
+$$;
+
+-- running (or leased: failed before it could start) -> failed.
+CREATE FUNCTION public.fail_command(p_command_id uuid, p_exit_code integer DEFAULT NULL,
+                                    p_error text DEFAULT NULL, p_lease_token uuid DEFAULT NULL,
+                                    p_stdout text DEFAULT NULL, p_stderr text DEFAULT NULL,
+                                    p_payload_patch jsonb DEFAULT NULL)
+RETURNS public.agent_commands
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v public.agent_commands;
+BEGIN
+  IF p_payload_patch IS NOT NULL AND jsonb_typeof(p_payload_patch) <> 'object' THEN
+    RAISE EXCEPTION 'fail_command: p_payload_patch must be a JSON object' USING ERRCODE = 'AW004';
+  END IF;
+  PERFORM public.awp_command_for_transition(p_command_id, 'fail', '{running,leased}', p_lease_token);
+  UPDATE public.agent_commands c
+     SET status = 'failed', exit_code = p_exit_code, error_message = p_error,
+         stdout = coalesce(p_stdout, c.stdout), stderr = coalesce(p_stderr, c.stderr),
+         finished_at = now(), payload = public.awp_jsonb_patch(c.payload, p_payload_patch)
+   WHERE c.id = p_command_id
+  RETURNING * INTO v;
+  RETURN v;
+END
+$$;
+
+-- pending or leased -> cancelled (a running command cannot be cancelled from the database).
+-- Security invoker: a user reaches only the rows RLS shows, through the tenant_cancel policy.
+CREATE FUNCTION public.cancel_command(p_command_id uuid)
+RETURNS public.agent_commands
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v public.agent_commands;
+  v_status public.command_status;
+BEGIN
+  SELECT c.status INTO v_status FROM public.agent_commands c WHERE c.id = p_command_id;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'command %: not found', p_command_id USING ERRCODE = 'AW003';
+  END IF;
+  IF v_status NOT IN ('pending', 'leased') THEN
+    RAISE EXCEPTION 'command %: cannot cancel: status is %, expected pending or leased',
+      p_command_id, v_status USING ERRCODE = 'AW001';
+  END IF;
+  UPDATE public.agent_commands c SET status = 'cancelled'
+   WHERE c.id = p_command_id AND c.status IN ('pending', 'leased')
+  RETURNING * INTO v;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'command %: cannot cancel: its status changed meanwhile', p_command_id
+      USING ERRCODE = 'AW001';
+  END IF;
+  RETURN v;
+END
+$$;
+
+REVOKE ALL ON FUNCTION public.awp_resolve_gateway(text, uuid) FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.awp_check_command_payload(public.command_action, jsonb) FROM PUBLIC, anon;
+REVOKE ALL ON FUNCTION public.awp_commands_before_insert() FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.awp_commands_check_transition() FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.awp_notify_commands() FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.awp_jsonb_patch(jsonb, jsonb) FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.awp_expire_command_leases(uuid) FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.awp_command_for_transition(uuid, text, public.command_status[], uuid)
+  FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.lease_command(integer, text, text, uuid) FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.start_command(uuid, uuid, integer) FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.extend_command_lease(uuid, uuid, integer) FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.patch_command_payload(uuid, jsonb, uuid) FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.complete_command(uuid, integer, text, text, uuid, jsonb)
+  FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.fail_command(uuid, integer, text, uuid, text, text, jsonb)
+  FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.cancel_command(uuid) FROM PUBLIC, anon, authenticated;
+
+GRANT EXECUTE ON FUNCTION public.awp_check_command_payload(public.command_action, jsonb)
+  TO authenticated, service_role;
+GRANT EXECUTE ON FUNCTION public.awp_resolve_gateway(text, uuid) TO service_role;
+GRANT EXECUTE ON FUNCTION public.awp_jsonb_patch(jsonb, jsonb) TO service_role;
+GRANT EXECUTE ON FUNCTION public.awp_expire_command_leases(uuid) TO service_role;
+GRANT EXECUTE ON FUNCTION public.awp_command_for_transition(uuid, text, public.command_status[], uuid)
+  TO service_role;
+GRANT EXECUTE ON FUNCTION public.lease_command(integer, text, text, uuid) TO service_role;
+GRANT EXECUTE ON FUNCTION public.start_command(uuid, uuid, integer) TO service_role;
+GRANT EXECUTE ON FUNCTION public.extend_command_lease(uuid, uuid, integer) TO service_role;
+GRANT EXECUTE ON FUNCTION public.patch_command_payload(uuid, jsonb, uuid) TO service_role;
+GRANT EXECUTE ON FUNCTION public.complete_command(uuid, integer, text, text, uuid, jsonb) TO service_role;
+GRANT EXECUTE ON FUNCTION public.fail_command(uuid, integer, text, uuid, text, text, jsonb) TO service_role;
+GRANT EXECUTE ON FUNCTION public.cancel_command(uuid) TO authenticated, service_role;
