@@ -25,28 +25,8 @@ net::awaitable<void> listener::run() {
     auto ex = co_await net::this_coro::executor;
     pg::backoff backoff;
     while (!stopping_) {
-        std::string failure;
-        try {
-            pg::connection conn = co_await pg::connection::async_connect(opts_.dsn);
-            if (stopping_) break;
-            for (const auto& ch : opts_.channels) {
-                co_await conn.async_exec("LISTEN " + conn.quote_identifier(ch));
-            }
-            connected_ = true;
-            ++connects_;
-            backoff.reset();
-            log::info("listening", {{"listener", opts_.name},
-                                    {"channels", static_cast<std::uint64_t>(opts_.channels.size())},
-                                    {"reconnect", connects_ > 1}});
-            current_ = &conn;
-            co_await serve(conn);
-            current_ = nullptr;
-        } catch (const pg::connection_error& e) {
-            failure = e.what();
-        }
-        current_ = nullptr;
+        const std::string failure = co_await connect_and_serve(ex, backoff);
         if (stopping_) break;
-        // Coroutines cannot wait inside a catch block: the back-off happens here.
         const auto wait = backoff.next();
         log::warn(connected_ ? "listen connection lost, reconnecting" : "cannot listen, retrying",
                   {{"listener", opts_.name}, {"error", failure}, {"retry_ms", wait.count()}});
@@ -60,8 +40,32 @@ net::awaitable<void> listener::run() {
     connected_ = false;
 }
 
-net::awaitable<void> listener::serve(pg::connection& conn) {
-    auto ex = co_await net::this_coro::executor;
+net::awaitable<std::string> listener::connect_and_serve(net::any_io_executor ex,
+                                                        pg::backoff& backoff) {
+    // Returns why the connection ended; connection errors never escape the listener.
+    try {
+        pg::connection conn = co_await pg::connection::async_connect(opts_.dsn);
+        if (stopping_) co_return std::string();
+        for (const auto& ch : opts_.channels) {
+            co_await conn.async_exec("LISTEN " + conn.quote_identifier(ch));
+        }
+        connected_ = true;
+        ++connects_;
+        backoff.reset();
+        log::info("listening", {{"listener", opts_.name},
+                                {"channels", static_cast<std::uint64_t>(opts_.channels.size())},
+                                {"reconnect", connects_ > 1}});
+        current_ = &conn;
+        co_await serve(ex, conn);
+        current_ = nullptr;
+        co_return std::string();
+    } catch (const pg::connection_error& e) {
+        current_ = nullptr;
+        co_return std::string(e.what());
+    }
+}
+
+net::awaitable<void> listener::serve(net::any_io_executor ex, pg::connection& conn) {
     net::steady_timer timer(ex);
     timer_ = &timer;
     struct clear_timer {

@@ -30,6 +30,14 @@ std::string trim_message(const char* msg) {
     return s;
 }
 
+// Server notices (RAISE NOTICE, "relation already exists, skipping") go to the debug log,
+// not raw onto stderr where they would break the one-JSON-object-per-line rule.
+void on_notice(void*, const char* message) {
+    if (log::enabled(log::level::debug)) {
+        log::debug("postgres notice", {{"notice", trim_message(message)}});
+    }
+}
+
 bool is_connection_sqlstate(std::string_view state) {
     // 08: connection exception; 57P01-57P03: admin/crash shutdown, cannot connect now.
     return state.starts_with("08") || state == "57P01" || state == "57P02" || state == "57P03";
@@ -169,14 +177,34 @@ connection connection::connect(const std::string& dsn) {
         throw connection_error("cannot connect to " + log::redact_dsn(dsn) + ": " + msg);
     }
     PQsetnonblocking(raw, 1);
+    PQsetNoticeProcessor(raw, &on_notice, nullptr);
     return c;
 }
 
+namespace {
+struct connect_outcome {
+    connection conn;
+    std::string error;
+};
+
+// Runs on the connect pool. It reports failure as a value: GCC 12 double-destroys the captures
+// of a coroutine lambda when an exception leaves it across co_spawn (seen under valgrind).
+net::awaitable<connect_outcome> connect_on_pool(std::string dsn) {
+    connect_outcome out;
+    try {
+        out.conn = connection::connect(dsn);
+    } catch (const connection_error& e) {
+        out.error = e.what();
+    }
+    co_return out;
+}
+}  // namespace
+
 net::awaitable<connection> connection::async_connect(std::string dsn) {
-    co_return co_await net::co_spawn(
-        connect_pool(),
-        [d = std::move(dsn)]() -> net::awaitable<connection> { co_return connect(d); },
-        net::use_awaitable);
+    connect_outcome out =
+        co_await net::co_spawn(connect_pool(), connect_on_pool(std::move(dsn)), net::use_awaitable);
+    if (!out.error.empty()) throw connection_error(out.error);
+    co_return std::move(out.conn);
 }
 
 bool connection::is_open() const noexcept {

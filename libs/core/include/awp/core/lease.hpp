@@ -74,14 +74,19 @@ class queue_driver {
                 continue;
             }
             std::optional<Item> item;
+            std::string failure;
             try {
                 item = co_await lease_();
             } catch (const std::exception& e) {
-                log::warn("lease failed", {{"queue", opts_.name}, {"error", e.what()}});
+                failure = e.what();
+            }
+            if (!failure.empty()) {
+                // The database is likely down: pause instead of spinning, then look again.
+                log::warn("lease failed", {{"queue", opts_.name}, {"error", failure}});
                 net::steady_timer t(ex_, opts_.retry_after);
                 boost::system::error_code ec;
                 co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
-                wake_.set();  // the queue may still hold work: look again
+                wake_.set();
                 co_return;
             }
             if (!item) co_return;

@@ -43,7 +43,8 @@ class listener {
     std::uint64_t connects() const noexcept { return connects_; }
 
   private:
-    net::awaitable<void> serve(pg::connection& conn);
+    net::awaitable<std::string> connect_and_serve(net::any_io_executor ex, pg::backoff& backoff);
+    net::awaitable<void> serve(net::any_io_executor ex, pg::connection& conn);
 
     listener_options opts_;
     notify_fn on_notify_;

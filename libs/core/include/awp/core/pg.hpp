@@ -175,6 +175,13 @@ class connection {
 
     /// The same on the connection's socket without blocking the calling io thread.
     net::awaitable<result> async_exec(std::string sql, params p = {});
+    /// async_exec with the parameters as arguments: `co_await c.async_query(sql, id, 5)`.
+    /// Prefer it inside coroutines: GCC 12 miscompiles a braced parameter list written inside
+    /// a co_await expression ("array used as initializer").
+    template <class... A>
+    net::awaitable<result> async_query(std::string sql, A&&... args) {
+        return async_exec(std::move(sql), params{param(std::forward<A>(args))...});
+    }
 
     /// Reads what the socket has and returns the notifications received, in order.
     /// Throws connection_error when the connection broke.
@@ -223,6 +230,11 @@ class session {
     /// Runs one statement; on a broken connection reconnects and retries once when the
     /// statement is idempotent (retry = true), else rethrows connection_error.
     net::awaitable<result> exec(std::string sql, params p = {}, bool retry = false);
+    /// exec with the parameters as arguments, not retried (see connection::async_query).
+    template <class... A>
+    net::awaitable<result> query(std::string sql, A&&... args) {
+        return exec(std::move(sql), params{param(std::forward<A>(args))...}, false);
+    }
     const std::string& dsn() const noexcept { return dsn_; }
 
   private:

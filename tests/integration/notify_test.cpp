@@ -1,0 +1,125 @@
+// The LISTEN loop against a real server: bursts drained, re-scan after reconnect, survival of
+// a Postgres restart.
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "awp/core/notify.hpp"
+#include "support/private_cluster.hpp"
+#include "support/test_db.hpp"
+
+namespace net = boost::asio;
+using namespace awp::core;
+using namespace std::chrono_literals;
+
+namespace {
+// Runs the io_context until pred() holds or the timeout passes; returns pred().
+template <class P>
+bool run_until(net::io_context& ioc, P pred, std::chrono::milliseconds timeout) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (!pred() && std::chrono::steady_clock::now() < end) {
+        ioc.restart();
+        ioc.run_for(10ms);
+    }
+    return pred();
+}
+}  // namespace
+
+TEST_CASE("a burst of 1,000 notifications is drained, none lost", "[notify]") {
+    awp::test::scoped_database db;
+    net::io_context ioc;
+    const auto channel = awp::test::random_name("ch_");
+    std::set<std::string> seen;
+    int rescans = 0;
+    listener l(
+        {db.daemon_dsn(), {channel}, 30s, "test"},
+        [&](const pg::notification& n) { seen.insert(n.payload); },
+        [&](rescan_reason) { ++rescans; });
+    net::co_spawn(ioc, l.run(), net::detached);
+    REQUIRE(run_until(
+        ioc, [&] { return l.connected(); }, 5s));
+
+    std::thread sender([&] {
+        auto c = db.admin();
+        // In one transaction: all 1,000 arrive together when it commits.
+        c.exec("SELECT pg_notify($1, g::text) FROM generate_series(1, 1000) g", {channel});
+    });
+    sender.join();
+    CHECK(run_until(
+        ioc, [&] { return seen.size() == 1000; }, 10s));
+    CHECK(seen.count("1") == 1);
+    CHECK(seen.count("1000") == 1);
+    CHECK(rescans == 1);  // the one after connecting
+    l.stop();
+    ioc.restart();
+    ioc.run_for(100ms);
+}
+
+TEST_CASE("the listener survives a Postgres restart and re-scans for work missed meanwhile",
+          "[notify][restart]") {
+    awp::test::private_cluster pgc;
+    {
+        auto c = pg::connection::connect(pgc.dsn());
+        c.exec("CREATE TABLE work (id int PRIMARY KEY, done bool NOT NULL DEFAULT false)");
+    }
+    net::io_context ioc;
+    int notified = 0;
+    std::vector<rescan_reason> rescans;
+    listener l(
+        {pgc.dsn(), {"work"}, 30s, "test"}, [&](const pg::notification&) { ++notified; },
+        [&](rescan_reason r) { rescans.push_back(r); });
+    net::co_spawn(ioc, l.run(), net::detached);
+    REQUIRE(run_until(
+        ioc, [&] { return l.connected(); }, 5s));
+    REQUIRE(rescans.size() == 1);
+
+    pgc.stop();
+    CHECK(run_until(
+        ioc, [&] { return !l.connected(); }, 5s));
+    pgc.start();
+    // Work inserted while the listener was away: its NOTIFY went to nobody.
+    {
+        auto c = pg::connection::connect(pgc.dsn());
+        c.exec_script("INSERT INTO work VALUES (1); NOTIFY work");
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    REQUIRE(run_until(
+        ioc, [&] { return l.connected() && rescans.size() == 2; }, 15s));
+    CHECK(std::chrono::steady_clock::now() - t0 < 6s);
+    CHECK(rescans.back() == rescan_reason::connected);
+    CHECK(l.connects() == 2);
+
+    // After the reconnect, notifications flow again.
+    {
+        auto c = pg::connection::connect(pgc.dsn());
+        c.exec("NOTIFY work, 'x'");
+    }
+    CHECK(run_until(
+        ioc, [&] { return notified >= 1; }, 5s));
+    l.stop();
+    ioc.restart();
+    ioc.run_for(100ms);
+}
+
+TEST_CASE("the safety poll re-scans even when no notification arrives", "[notify]") {
+    awp::test::scoped_database db;
+    net::io_context ioc;
+    int polls = 0;
+    listener l(
+        {db.daemon_dsn(), {"quiet"}, 150ms, "test"}, [](const pg::notification&) {},
+        [&](rescan_reason r) {
+            if (r == rescan_reason::safety_poll) ++polls;
+        });
+    net::co_spawn(ioc, l.run(), net::detached);
+    CHECK(run_until(
+        ioc, [&] { return polls >= 3; }, 3s));
+    l.stop();
+    ioc.restart();
+    ioc.run_for(100ms);
+}
