@@ -434,9 +434,10 @@ TEST_CASE("cancelling an interactive wait terminates the session gracefully", "[
 
 TEST_CASE("an interactive session runs on a terminal: prompt, pasted input, exit", "[process]") {
     // A fixed script standing in for a CLI login: prompt, read a pasted code, report.
-    auto o = sh(
-        "test -t 0 && echo 'stdin is a tty'; echo 'Open https://example.test/auth?x=1 to log in';"
-        "printf 'Paste code: '; read code; echo \"accepted $code\"; exit 3");
+    auto o =
+        sh("test -t 0 && (: </dev/tty) && echo 'controlling tty'; echo 'Open "
+           "https://example.test/auth?x=1 to log in';"
+           "printf 'Paste code: '; read code; echo \"accepted $code\"; exit 3");
     o.timeout = 10s;
     const auto transcript = run_on_io<std::string>([o]() -> net::awaitable<std::string> {
         interactive_process p(co_await net::this_coro::executor, o);
@@ -452,7 +453,7 @@ TEST_CASE("an interactive session runs on a terminal: prompt, pasted input, exit
         log += "accepted=" + (*accepted)[1] + ";";
         const auto r = co_await p.async_wait();
         log += "exit=" + std::to_string(r.exit_code) + ";";
-        log += r.out.find("stdin is a tty") != std::string::npos ? "tty;" : "no tty;";
+        log += r.out.find("controlling tty") != std::string::npos ? "tty;" : "no tty;";
         // Echo is off: the pasted code is not shown right after the prompt.
         log += r.out.find("Paste code: s3cret") == std::string::npos ? "no echo" : "echoed";
         co_return log;

@@ -467,8 +467,8 @@ pty_child spawn_pty(const spawn_options& options, const terminal_options& termin
     request.check(posix_spawn_file_actions_adddup2(actions, 0, 1), "adddup2");
     request.check(posix_spawn_file_actions_adddup2(actions, 0, 2), "adddup2");
     pty_child child;
-    child.pid = request.launch(POSIX_SPAWN_SETSID);
     set_nonblocking(master.get());
+    child.pid = request.launch(POSIX_SPAWN_SETSID);
     child.master = std::move(master);
     return child;
 }
