@@ -1,4 +1,5 @@
-// awpctl subcommands: each file registers its own on the shared CLI11 app.
+// awpctl subcommands: each *_cmd.cpp file registers itself with AWPCTL_COMMAND, so adding a
+// subcommand never touches main.cpp.
 #pragma once
 
 #include <functional>
@@ -15,15 +16,22 @@ struct context {
     bool json = false;         // --json: machine-readable output
 };
 
-/// A subcommand registers itself and returns the code to run when it was chosen.
-using command_fn = std::function<int()>;
+/// What a subcommand's setup function returns: its CLI11 app and what to run when chosen.
 struct command {
     CLI::App* app;
-    command_fn run;
+    std::function<int()> run;
+};
+using command_factory = command (*)(CLI::App& root, context& ctx);
+
+/// The registered factories, in registration order.
+std::vector<command_factory>& registry();
+
+struct registrar {
+    explicit registrar(command_factory f) { registry().push_back(f); }
 };
 
-command add_migrate(CLI::App& root, context& ctx);
-command add_status(CLI::App& root, context& ctx);
-command add_token(CLI::App& root, context& ctx);
-
 }  // namespace awp::ctl
+
+/// In a *_cmd.cpp file: AWPCTL_COMMAND(add_migrate) where add_migrate is a command_factory.
+#define AWPCTL_COMMAND(factory) \
+    static const ::awp::ctl::registrar factory##_registrar { &factory }

@@ -6,6 +6,11 @@
 #include "awp/core/log.hpp"
 #include "commands.hpp"
 
+std::vector<awp::ctl::command_factory>& awp::ctl::registry() {
+    static std::vector<command_factory> factories;
+    return factories;
+}
+
 int main(int argc, char** argv) {
     using namespace awp;
     CLI::App app("awpctl: administer an awp workspace", "awpctl");
@@ -16,11 +21,8 @@ int main(int argc, char** argv) {
                    "Postgres connection string (else libpq's PG* variables)")
         ->envname("DATABASE_URL");
     app.add_flag("--json", ctx.json, "Machine-readable output");
-    std::vector<ctl::command> commands = {
-        ctl::add_migrate(app, ctx),
-        ctl::add_status(app, ctx),
-        ctl::add_token(app, ctx),
-    };
+    std::vector<ctl::command> commands;
+    for (auto factory : ctl::registry()) commands.push_back(factory(app, ctx));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

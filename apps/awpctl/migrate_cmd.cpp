@@ -7,6 +7,7 @@
 
 namespace awp::ctl {
 
+namespace {
 command add_migrate(CLI::App& root, context& ctx) {
     auto* app = root.add_subcommand(
         "migrate",
@@ -33,5 +34,9 @@ command add_migrate(CLI::App& root, context& ctx) {
                 return 0;
             }};
 }
+
+}  // namespace
+
+AWPCTL_COMMAND(add_migrate);
 
 }  // namespace awp::ctl

@@ -7,6 +7,7 @@
 
 namespace awp::ctl {
 
+namespace {
 command add_status(CLI::App& root, context& ctx) {
     auto* app = root.add_subcommand("status", "Show the schema version and queue depths");
     return {app, [&ctx] {
@@ -16,5 +17,9 @@ command add_status(CLI::App& root, context& ctx) {
                 return 0;
             }};
 }
+
+}  // namespace
+
+AWPCTL_COMMAND(add_status);
 
 }  // namespace awp::ctl

@@ -8,7 +8,7 @@
 namespace awp::test {
 
 class private_cluster {
-  public:
+public:
     /// initdb and start; with_schema applies the migrations (awpctl migrate) to database awp.
     explicit private_cluster(bool with_schema = false);
     ~private_cluster();
@@ -29,7 +29,7 @@ class private_cluster {
     /// SIGKILL the postmaster: a crash, not a shutdown.
     void kill9();
 
-  private:
+private:
     void as_server(const std::string& cmd) const;
     std::filesystem::path dir_;
     int port_ = 0;

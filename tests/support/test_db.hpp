@@ -17,7 +17,7 @@ std::string random_name(const std::string& prefix);
 /// Needs AWP_PG_ADMIN_DSN (superuser, keyword form), AWP_PG_PORT and the role passwords from
 /// .awp/cluster.env (scripts/test.sh exports them).
 class scoped_database {
-  public:
+public:
     scoped_database();
     ~scoped_database();
     scoped_database(const scoped_database&) = delete;
@@ -35,7 +35,7 @@ class scoped_database {
     core::pg::connection daemon() const { return core::pg::connection::connect(daemon_dsn()); }
     core::pg::connection api() const { return core::pg::connection::connect(api_dsn()); }
 
-  private:
+private:
     std::string name_;
 };
 

@@ -13,7 +13,7 @@ namespace {
 
 // Redirects fd 2 into a temp file for the lifetime of the object.
 class stderr_capture {
-  public:
+public:
     stderr_capture() {
         char tmpl[] = "/tmp/awp-stderr-XXXXXX";
         fd_ = mkstemp(tmpl);
@@ -31,7 +31,7 @@ class stderr_capture {
         return out;
     }
 
-  private:
+private:
     void restore() {
         if (saved_ >= 0) {
             dup2(saved_, 2);

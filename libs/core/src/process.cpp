@@ -52,7 +52,7 @@ constexpr auto kReapPollInterval = 20ms;
 std::string errno_text(int err) { return std::system_category().message(err); }
 
 class unique_fd {
-  public:
+public:
     unique_fd() = default;
     explicit unique_fd(int fd) noexcept : fd_(fd) {}
     unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
@@ -75,7 +75,7 @@ class unique_fd {
     }
     explicit operator bool() const noexcept { return fd_ >= 0; }
 
-  private:
+private:
     int fd_ = -1;
 };
 
@@ -136,7 +136,7 @@ ssize_t write_no_sigpipe(int fd, const char* data, std::size_t size) {
 
 // Keeps the last `cap` bytes of a stream and how many came before them.
 class tail_buffer {
-  public:
+public:
     explicit tail_buffer(std::size_t cap) : cap_(cap) {}
 
     void append(const char* data, std::size_t size) {
@@ -169,7 +169,7 @@ class tail_buffer {
         return "[... " + std::to_string(cut) + " bytes cut ...]\n" + data_;
     }
 
-  private:
+private:
     std::size_t cap_;
     std::uint64_t total_ = 0;
     std::string data_;
@@ -187,7 +187,7 @@ unique_fd open_pidfd(pid_t pid) {
 
 // Owns a spawned child until it is reaped; whoever drops it unreaped kills its group.
 class child_guard {
-  public:
+public:
     explicit child_guard(pid_t pid) noexcept : pid_(pid) {}
     child_guard(const child_guard&) = delete;
     child_guard& operator=(const child_guard&) = delete;
@@ -241,7 +241,7 @@ class child_guard {
         }
     }
 
-  private:
+private:
     void mark_reaped() noexcept {
         reaped_ = true;
         reaped_at_ = steady::now();
@@ -255,7 +255,7 @@ class child_guard {
 
 // What posix_spawn needs, validated and resolved up front so failures name the cause.
 class spawn_request {
-  public:
+public:
     explicit spawn_request(const spawn_options& options) : options_(options) {
         if (options.argv.empty()) throw spawn_error("cannot start a program: argv is empty");
         for (const auto& arg : options.argv) {
@@ -331,7 +331,7 @@ class spawn_request {
         return pid;
     }
 
-  private:
+private:
     [[nodiscard]] std::string program_name() const {
         return options_.argv.empty() ? std::string{} : options_.argv.front();
     }
@@ -496,7 +496,7 @@ int poll_timeout_ms(std::optional<steady::time_point> wake, steady::time_point n
 
 // State shared by a running child's coroutines and its ceiling timer.
 class session : public std::enable_shared_from_this<session> {
-  public:
+public:
     session(net::any_io_executor executor, pid_t pid, std::chrono::milliseconds grace)
         : child(pid),
           grace_(grace),
@@ -563,7 +563,7 @@ class session : public std::enable_shared_from_this<session> {
     child_guard child;
     bool timed_out = false;
 
-  private:
+private:
     std::chrono::milliseconds grace_;
     bool terminating_ = false;
     net::steady_timer kill_timer_;

@@ -16,13 +16,13 @@ namespace awp::core::crypto {
 /// A cryptographic operation failed or its input is invalid (bad key size, garbage encoding,
 /// authentication failure). Messages never contain key material or plaintext.
 class crypto_error : public core::error {
-  public:
+public:
     using core::error::error;
 };
 
 /// A secret or ciphertext did not authenticate or is malformed (tampered, wrong key).
 class decrypt_error : public crypto_error {
-  public:
+public:
     using crypto_error::crypto_error;
 };
 
@@ -38,12 +38,12 @@ enum class token_failure {
 
 /// A JWT was refused; reason() says why. The token itself is never in the message.
 class token_error : public core::error {
-  public:
+public:
     token_error(token_failure reason, const std::string& message)
         : core::error(message), reason_(reason) {}
     [[nodiscard]] token_failure reason() const noexcept { return reason_; }
 
-  private:
+private:
     token_failure reason_;
 };
 

@@ -32,7 +32,7 @@ struct common_config {
 /// A daemon's command line: options with environment names, --print-config with secrets
 /// redacted, and the exit codes systemd expects.
 class cli {
-  public:
+public:
     cli(std::string daemon, std::string description);
     CLI::App& app() noexcept { return app_; }
     /// Adds --database-url, --log-level, --drain-timeout, --safety-poll, --instance.
@@ -46,7 +46,7 @@ class cli {
     std::string effective_config() const;
     const std::string& daemon() const noexcept { return daemon_; }
 
-  private:
+private:
     std::string daemon_;
     CLI::App app_;
     bool print_config_ = false;
@@ -56,7 +56,7 @@ class cli {
 /// What a daemon's service does: run() works until request_stop(), then finishes in-flight
 /// work and returns.
 class service {
-  public:
+public:
     virtual ~service() = default;
     virtual net::awaitable<void> run() = 0;
     virtual void request_stop() = 0;

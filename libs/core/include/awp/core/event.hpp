@@ -11,7 +11,7 @@ namespace net = boost::asio;
 /// Single-waiter event for a single-threaded io_context: set() before wait() is remembered,
 /// several set()s before one wait() count once.
 class event {
-  public:
+public:
     explicit event(const net::any_io_executor& ex) : timer_(ex) {
         timer_.expires_at(net::steady_timer::time_point::max());
     }
@@ -25,7 +25,7 @@ class event {
     /// Like wait(), but gives up after `timeout`; returns whether the event was set.
     net::awaitable<bool> wait_for(net::steady_timer::duration timeout);
 
-  private:
+private:
     net::steady_timer timer_;
     bool set_ = false;
 };

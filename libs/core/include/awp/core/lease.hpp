@@ -33,7 +33,7 @@ struct queue_options {
 /// an item's own failure: it records that in the row).
 template <class Item>
 class queue_driver {
-  public:
+public:
     using lease_fn = std::function<net::awaitable<std::optional<Item>>()>;
     using handle_fn = std::function<net::awaitable<void>(Item)>;
 
@@ -66,7 +66,7 @@ class queue_driver {
         while (in_flight_ > 0) co_await idle_.wait();
     }
 
-  private:
+private:
     net::awaitable<void> drain_queue() {
         while (!stopping_) {
             if (in_flight_ >= opts_.concurrency) {

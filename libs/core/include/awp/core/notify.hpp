@@ -27,7 +27,7 @@ struct listener_options {
 enum class rescan_reason { connected, safety_poll };
 
 class listener {
-  public:
+public:
     using notify_fn = std::function<void(const pg::notification&)>;
     using rescan_fn = std::function<void(rescan_reason)>;
 
@@ -42,7 +42,7 @@ class listener {
     /// Count of (re)connects that reached LISTEN; tests and status use it.
     std::uint64_t connects() const noexcept { return connects_; }
 
-  private:
+private:
     net::awaitable<std::string> connect_and_serve(net::any_io_executor ex, pg::backoff& backoff);
     net::awaitable<void> serve(net::any_io_executor ex, pg::connection& conn);
 

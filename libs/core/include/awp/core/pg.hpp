@@ -24,7 +24,7 @@ namespace net = boost::asio;
 
 /// The server answered with an error. sqlstate() is the five-character SQLSTATE.
 class sql_error : public error {
-  public:
+public:
     sql_error(std::string sqlstate, std::string message, std::string detail = {},
               std::string hint = {})
         : error(message),
@@ -37,7 +37,7 @@ class sql_error : public error {
     const std::string& detail() const noexcept { return detail_; }
     const std::string& hint() const noexcept { return hint_; }
 
-  private:
+private:
     std::string sqlstate_, primary_, detail_, hint_;
 };
 
@@ -68,7 +68,7 @@ class domain_error : public sql_error {
 /// The connection failed or broke (connect refused, server restarted, socket closed).
 /// The caller drops the connection and reconnects.
 class connection_error : public error {
-  public:
+public:
     using error::error;
 };
 
@@ -78,7 +78,7 @@ class connection_error : public error {
 
 /// One query parameter in text format; std::nullopt is SQL NULL.
 class param {
-  public:
+public:
     param(std::nullopt_t) {}
     param(std::string v) : value_(std::move(v)) {}
     param(std::string_view v) : value_(std::string(v)) {}
@@ -94,14 +94,14 @@ class param {
     }
     const std::optional<std::string>& value() const noexcept { return value_; }
 
-  private:
+private:
     std::optional<std::string> value_;
 };
 using params = std::vector<param>;
 
 /// A statement result. Rows and columns are zero-based; NULL reads as std::nullopt.
 class result {
-  public:
+public:
     result() = default;
     explicit result(PGresult* r) : r_(r, &PQclear) {}
 
@@ -137,7 +137,7 @@ class result {
 
     PGresult* native() const noexcept { return r_.get(); }
 
-  private:
+private:
     void check_cell(int row, int col) const;
     std::shared_ptr<PGresult> r_;
 };
@@ -151,7 +151,7 @@ struct notification {
 
 /// One libpq connection. Move-only. Used by one coroutine or thread at a time.
 class connection {
-  public:
+public:
     connection() = default;
     ~connection();
     connection(connection&&) noexcept;
@@ -194,7 +194,7 @@ class connection {
     /// "channel" as a quoted SQL identifier.
     std::string quote_identifier(std::string_view ident) const;
 
-  private:
+private:
     explicit connection(PGconn* c);
     net::posix::stream_descriptor& socket(const net::any_io_executor& ex);
     void release_socket() noexcept;
@@ -207,21 +207,21 @@ class connection {
 
 /// Capped exponential back-off with jitter for reconnect loops.
 class backoff {
-  public:
+public:
     explicit backoff(std::chrono::milliseconds first = std::chrono::milliseconds(100),
                      std::chrono::milliseconds cap = std::chrono::seconds(5))
         : first_(first), cap_(cap), next_(first) {}
     std::chrono::milliseconds next();
     void reset() noexcept { next_ = first_; }
 
-  private:
+private:
     std::chrono::milliseconds first_, cap_, next_;
 };
 
 /// A connection that reconnects by itself: get() returns an open connection (never null),
 /// retrying with back-off until it succeeds or the coroutine is cancelled.
 class session {
-  public:
+public:
     explicit session(std::string dsn, std::string name = "db")
         : dsn_(std::move(dsn)), name_(name) {}
     net::awaitable<connection*> get();
@@ -237,7 +237,7 @@ class session {
     }
     const std::string& dsn() const noexcept { return dsn_; }
 
-  private:
+private:
     std::string dsn_;
     std::string name_;
     connection conn_;
@@ -246,14 +246,14 @@ class session {
 
 /// Blocking transaction guard: rolls back unless commit() was called.
 class transaction {
-  public:
+public:
     explicit transaction(connection& c);
     ~transaction();
     transaction(const transaction&) = delete;
     transaction& operator=(const transaction&) = delete;
     void commit();
 
-  private:
+private:
     connection& c_;
     bool done_ = false;
 };

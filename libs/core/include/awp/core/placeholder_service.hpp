@@ -10,13 +10,13 @@
 namespace awp::core::daemon {
 
 class placeholder_service : public service {
-  public:
+public:
     placeholder_service(net::io_context& ioc, std::string database_url)
         : ioc_(ioc), database_url_(std::move(database_url)), stop_(ioc.get_executor()) {}
     net::awaitable<void> run() override;
     void request_stop() override { stop_.set(); }
 
-  private:
+private:
     net::io_context& ioc_;
     std::string database_url_;
     event stop_;

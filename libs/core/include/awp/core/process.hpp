@@ -25,7 +25,7 @@ namespace awp::core::process {
 /// The program could not be started: not found, not executable, bad argv/env, bad directory.
 /// The message names argv[0] only; the other arguments may carry payloads or secrets.
 class spawn_error : public core::error {
-  public:
+public:
     using core::error::error;
 };
 
@@ -104,7 +104,7 @@ struct terminal_options {
 /// options.timeout is the ceiling of the whole session, enforced even while nobody reads.
 /// One operation of each kind at a time, all on one thread (see async_run).
 class interactive_process {
-  public:
+public:
     /// Starts the child. options.stdin_data must be unset (use async_write). Throws spawn_error.
     interactive_process(boost::asio::any_io_executor executor, const spawn_options& options,
                         terminal_options terminal = {});
@@ -138,7 +138,7 @@ class interactive_process {
     /// applies). Call once, last. Cancellation kills the group as in async_run.
     boost::asio::awaitable<process_result> async_wait();
 
-  private:
+private:
     struct state;
     std::shared_ptr<state> state_;
 };

@@ -11,7 +11,7 @@
 namespace awp::core {
 
 class uuid {
-  public:
+public:
     /// The nil UUID (all zero).
     uuid() = default;
     explicit uuid(const std::array<std::uint8_t, 16>& bytes) noexcept : bytes_(bytes) {}
@@ -34,7 +34,7 @@ class uuid {
 
     friend auto operator<=>(const uuid&, const uuid&) = default;
 
-  private:
+private:
     std::array<std::uint8_t, 16> bytes_{};
 };
 
