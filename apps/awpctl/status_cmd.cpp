@@ -1,20 +1,137 @@
-// awpctl status: the workspace's schema version (queue depths land with the schema).
+// awpctl status: per gateway, the daemons alive (last heartbeat), queue depths by status, the
+// oldest pending age, dead letters and failed commands in the last hour; --json for scripts,
+// --watch to refresh.
+#include <chrono>
+#include <iomanip>
 #include <iostream>
+#include <thread>
+
+#include <rapidjson/document.h>
 
 #include "awp/core/migrate.hpp"
 #include "awp/core/pg.hpp"
 #include "commands.hpp"
 
 namespace awp::ctl {
-
 namespace {
+
+// One statement, one snapshot: every figure comes from the same moment.
+constexpr const char* kStatusSql = R"SQL(
+SELECT json_build_object(
+  'at', now(),
+  'schema', (SELECT max(version) FROM schema_migrations),
+  'gateways', COALESCE((SELECT json_agg(g ORDER BY g.slug) FROM (
+    SELECT gw.slug, gw.id, gw.status, gw.last_seen_at,
+      (SELECT COALESCE(json_agg(json_build_object(
+                 'daemon', h.daemon, 'instance', h.instance, 'pid', h.pid,
+                 'age_s', floor(extract(epoch FROM now() - h.last_seen_at))::bigint,
+                 'alive', h.last_seen_at > now() - make_interval(secs => $1::int))
+               ORDER BY h.daemon, h.instance), '[]')
+         FROM daemon_heartbeats h WHERE h.gateway_id = gw.id) AS daemons,
+      (SELECT COALESCE(json_object_agg(status, n), '{}')
+         FROM (SELECT status, count(*) AS n FROM agent_commands c
+                WHERE c.gateway_id = gw.id GROUP BY status) x) AS commands,
+      (SELECT floor(extract(epoch FROM now() - min(created_at)))::bigint FROM agent_commands c
+        WHERE c.gateway_id = gw.id AND c.status = 'pending') AS oldest_pending_command_s,
+      (SELECT count(*) FROM agent_commands c
+        WHERE c.gateway_id = gw.id AND c.status = 'failed'
+          AND c.finished_at > now() - interval '1 hour') AS failed_commands_last_hour,
+      (SELECT COALESCE(json_object_agg(status, n), '{}')
+         FROM (SELECT status, count(*) AS n FROM agent_inbox_items i
+                WHERE i.gateway_id = gw.id GROUP BY status) y) AS inbox,
+      (SELECT floor(extract(epoch FROM now() - min(created_at)))::bigint FROM agent_inbox_items i
+        WHERE i.gateway_id = gw.id AND i.status = 'pending') AS oldest_pending_inbox_s
+    FROM gateways gw) g), '[]'),
+  'knowledge', (SELECT COALESCE(json_object_agg(embedding_status, n), '{}')
+                  FROM (SELECT embedding_status, count(*) AS n FROM knowledge_items GROUP BY 1) k)
+)::text
+)SQL";
+
+struct status_options {
+    double watch_s = 0;
+    int alive_s = 90;
+};
+
+std::int64_t count_of(const rapidjson::Value& obj, const char* key) {
+    if (!obj.IsObject() || !obj.HasMember(key) || !obj[key].IsInt64()) return 0;
+    return obj[key].GetInt64();
+}
+
+std::string age(const rapidjson::Value& v) {
+    if (!v.IsInt64()) return "-";
+    const auto s = v.GetInt64();
+    if (s < 120) return std::to_string(s) + "s";
+    if (s < 7200) return std::to_string(s / 60) + "m";
+    return std::to_string(s / 3600) + "h";
+}
+
+void print_human(const std::string& json) {
+    rapidjson::Document d;
+    d.Parse(json.c_str());
+    std::cout << "schema " << (d["schema"].IsString() ? d["schema"].GetString() : "(none)") << "\n";
+    const auto& gws = d["gateways"];
+    if (gws.Empty()) std::cout << "no gateways registered\n";
+    for (const auto& g : gws.GetArray()) {
+        std::cout << "\ngateway " << g["slug"].GetString() << " (" << g["status"].GetString()
+                  << ")\n";
+        std::cout << "  daemons:";
+        if (g["daemons"].Empty()) std::cout << " none reporting";
+        for (const auto& h : g["daemons"].GetArray()) {
+            std::cout << "\n    " << std::left << std::setw(20) << h["daemon"].GetString()
+                      << (h["alive"].GetBool() ? "alive " : "SILENT") << "  last seen "
+                      << age(h["age_s"]) << " ago  (" << h["instance"].GetString() << ")";
+        }
+        const auto& c = g["commands"];
+        std::cout << "\n  commands: pending " << count_of(c, "pending") << ", leased "
+                  << count_of(c, "leased") << ", running " << count_of(c, "running") << ", done "
+                  << count_of(c, "done") << ", failed " << count_of(c, "failed") << " (last hour "
+                  << g["failed_commands_last_hour"].GetInt64() << "), cancelled "
+                  << count_of(c, "cancelled") << "; oldest pending "
+                  << age(g["oldest_pending_command_s"]) << "\n";
+        const auto& i = g["inbox"];
+        std::cout << "  inbox:    pending " << count_of(i, "pending") << ", leased "
+                  << count_of(i, "leased") << ", waiting to retry " << count_of(i, "failed")
+                  << ", done " << count_of(i, "done") << ", dead letters "
+                  << count_of(i, "dead_letter") << "; oldest pending "
+                  << age(g["oldest_pending_inbox_s"]) << "\n";
+    }
+    const auto& k = d["knowledge"];
+    std::cout << "\nknowledge: pending " << count_of(k, "pending") << ", indexed "
+              << count_of(k, "indexed") << ", failed " << count_of(k, "failed") << "\n";
+}
+
 command add_status(CLI::App& root, context& ctx) {
-    auto* app = root.add_subcommand("status", "Show the schema version and queue depths");
+    static status_options o;
+    auto* app = root.add_subcommand(
+        "status",
+        "Per gateway: daemons alive, queue depths by status, oldest pending age, dead letters, "
+        "failed commands in the last hour");
+    app->add_option("--watch", o.watch_s, "Refresh every N seconds until interrupted")
+        ->check(CLI::Range(0.5, 3600.0));
+    app->add_option("--alive-within", o.alive_s,
+                    "A daemon is alive when its heartbeat is younger than this (seconds)")
+        ->check(CLI::Range(1, 86400))
+        ->capture_default_str();
     return {app, [&ctx] {
                 auto conn = core::pg::connection::connect(ctx.database_url);
-                const auto v = core::migrate::current_version(conn);
-                std::cout << "schema: " << (v.empty() ? "(empty database)" : v) << "\n";
-                return 0;
+                if (core::migrate::current_version(conn).empty()) {
+                    std::cerr << "awpctl status: the database has no awp schema (run awpctl "
+                                 "migrate)\n";
+                    return 1;
+                }
+                for (;;) {
+                    const auto json = conn.exec(kStatusSql, {o.alive_s}).get<std::string>(0, 0);
+                    if (o.watch_s > 0 && !ctx.json) std::cout << "\x1b[H\x1b[2J";
+                    if (ctx.json) {
+                        std::cout << json << "\n";
+                    } else {
+                        print_human(json);
+                    }
+                    std::cout.flush();
+                    if (o.watch_s <= 0) return 0;
+                    std::this_thread::sleep_for(
+                        std::chrono::milliseconds(static_cast<long>(o.watch_s * 1000)));
+                }
             }};
 }
 
