@@ -1,0 +1,288 @@
+// The command queue against a real database: checked transitions, fencing, lease expiry,
+// concurrent leasers, bad input and the per-gateway wake-up.
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "schema_helpers.hpp"
+
+using namespace awp::schema_test;
+using awp::test::scoped_database;
+
+namespace {
+
+std::string enqueue(pg::connection& c, const std::string& agent_slug, const std::string& action = "update",
+                    const std::string& payload = "{}") {
+    return one(c,
+               "INSERT INTO agent_commands (agent_slug, action, payload, status) "
+               "VALUES ($1, $2::command_action, $3::jsonb, 'pending') RETURNING id",
+               {agent_slug, action, payload});
+}
+
+std::vector<pg::notification> wait_notifications(pg::connection& c, std::size_t want) {
+    std::vector<pg::notification> got;
+    for (int i = 0; i < 100 && got.size() < want; ++i) {
+        for (auto& n : c.drain_notifications()) got.push_back(std::move(n));
+        if (got.size() < want) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return got;
+}
+
+}  // namespace
+
+TEST_CASE("a command goes pending -> leased -> running -> done through the runner RPCs", "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto d = db.daemon();
+    auto id = enqueue(d, "alice");
+
+    auto leased = d.exec("SELECT * FROM lease_command(180, 'default', 'runner-1')");
+    REQUIRE(leased.size() == 1);
+    CHECK(leased.get<std::string>(0, "id") == id);
+    CHECK(leased.get<std::string>(0, "status") == "leased");
+    CHECK(leased.get<std::string>(0, "leased_by") == "runner-1");
+    auto token = leased.get<std::string>(0, "lease_token");
+    CHECK(count(d, "SELECT count(*) FROM agent_commands WHERE id = $1 AND lease_expires_at "
+                   "BETWEEN now() + interval '179 seconds' AND now() + interval '181 seconds'", {id}) == 1);
+    CHECK(d.exec("SELECT * FROM lease_command(180, 'default')").empty());
+
+    CHECK(one(d, "SELECT status FROM start_command($1, $2)", {id, token}) == "running");
+    auto done = d.exec("SELECT * FROM complete_command($1, 0, 'out', NULL, $2, '{\"api_key\": null}')",
+                       {id, token});
+    CHECK(done.get<std::string>(0, "status") == "done");
+    CHECK(done.get<std::string>(0, "stdout") == "out");
+    CHECK(done.get<int>(0, "exit_code") == 0);
+    CHECK(done.is_null(0, "stderr"));
+    CHECK_FALSE(done.is_null(0, "finished_at"));
+}
+
+TEST_CASE("illegal command transitions raise AW001 and change nothing", "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto d = db.daemon();
+    auto id = enqueue(d, "alice");
+
+    // pending: cannot start, complete or fail.
+    CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1)", {id}); }) == "AW001");
+    CHECK(sqlstate_of([&] { d.exec("SELECT complete_command($1, 0)", {id}); }) == "AW001");
+    CHECK(sqlstate_of([&] { d.exec("SELECT fail_command($1, 1, 'x')", {id}); }) == "AW001");
+    auto msg = message_of([&] { d.exec("SELECT start_command($1)", {id}); });
+    CHECK(msg.find("command " + id + ": cannot start: status is pending, expected leased") != std::string::npos);
+
+    d.exec("SELECT lease_command(60, 'default')");
+    // leased: cannot complete.
+    CHECK(sqlstate_of([&] { d.exec("SELECT complete_command($1, 0)", {id}); }) == "AW001");
+    d.exec("SELECT start_command($1)", {id});
+    CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1)", {id}); }) == "AW001");
+    d.exec("SELECT fail_command($1, 2, 'boom')", {id});
+    CHECK(one(d, "SELECT status || ':' || exit_code || ':' || error_message FROM agent_commands WHERE id = $1",
+              {id}) == "failed:2:boom");
+    // failed is final, even for a direct write by the service role.
+    CHECK(sqlstate_of([&] { d.exec("SELECT complete_command($1, 0)", {id}); }) == "AW001");
+    CHECK(sqlstate_of([&] { d.exec("UPDATE agent_commands SET status = 'pending' WHERE id = $1", {id}); }) ==
+          "AW001");
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {id}) == "failed");
+
+    // A leased command may fail before it starts; a cancelled one never runs.
+    auto id2 = enqueue(d, "alice");
+    d.exec("SELECT cancel_command($1)", {id2});
+    CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1)", {id2}); }) == "AW001");
+    CHECK(d.exec("SELECT * FROM lease_command(60, 'default')").empty());
+    CHECK(sqlstate_of([&] { d.exec("SELECT cancel_command($1)", {id2}); }) == "AW001");
+}
+
+TEST_CASE("unknown command ids, gateways and bad arguments are named errors", "[schema][commands]") {
+    scoped_database db;
+    auto d = db.daemon();
+    auto missing = std::string("5b0f4a1e-0000-4000-8000-000000000001");
+    CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1)", {missing}); }) == "AW003");
+    CHECK(message_of([&] { d.exec("SELECT fail_command($1, 1, 'x')", {missing}); })
+              .find("command " + missing + ": not found") != std::string::npos);
+    CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_command(60, 'no-such-gateway')"); }) == "AW003");
+    CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_command(0, 'default')"); }) == "AW004");
+    CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_command(60, NULL)"); }) == "AW004");
+}
+
+TEST_CASE("bad command rows are refused with a clear error and no partial write", "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto d = db.daemon();
+    // Payload not an object, wrong enum, missing required fields, tokens in a provision payload.
+    CHECK(sqlstate_of([&] { enqueue(d, "alice", "update", "[1,2]"); }) == "AW004");
+    CHECK(sqlstate_of([&] { enqueue(d, "alice", "update", "\"text\""); }) == "AW004");
+    CHECK(sqlstate_of([&] { enqueue(d, "alice", "fly_to_moon"); }) == "22P02");
+    auto msg = message_of([&] { enqueue(d, "alice", "auth_set_api_key", "{\"provider\":\"openai\"}"); });
+    CHECK(msg.find("needs payload field \"api_key\"") != std::string::npos);
+    CHECK(sqlstate_of([&] { enqueue(d, "alice", "set_agent_model", "{}"); }) == "AW004");
+    CHECK(sqlstate_of([&] { enqueue(d, "alice", "source_write", "{\"connection_id\":\"x\",\"action\":\"y\"}"); }) ==
+          "AW004");
+    CHECK(sqlstate_of([&] { enqueue(d, "alice", "provision", "{\"telegram_bot_token\":\"123:abc\"}"); }) == "AW004");
+    CHECK(sqlstate_of([&] { enqueue(d, "nobody"); }) == "AW003");
+    CHECK(sqlstate_of([&] {
+              d.exec("INSERT INTO agent_commands (gateway_id, action, status) VALUES ($1, 'update_all', 'done')",
+                     {default_gateway(admin)});
+          }) == "AW004");
+    // A statement with one bad row writes none.
+    CHECK(sqlstate_of([&] {
+              d.exec("INSERT INTO agent_commands (agent_slug, action, payload) VALUES "
+                     "('alice', 'update', '{}'), ('alice', 'approve_pairing', '{}')");
+          }) == "AW004");
+    CHECK(count(d, "SELECT count(*) FROM agent_commands") == 0);
+    // The good ones: set_agent_model gets agent_slug into its payload.
+    auto id = enqueue(d, "alice", "set_agent_model", "{\"model\":\"openai/gpt-5\"}");
+    CHECK(one(d, "SELECT payload->>'agent_slug' FROM agent_commands WHERE id = $1", {id}) == "alice");
+}
+
+TEST_CASE("a runner whose lease expired and was taken over is fenced off", "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto d = db.daemon();
+    auto id = enqueue(d, "alice");
+    auto first = one(d, "SELECT lease_token FROM lease_command(60, 'default', 'runner-a')");
+    admin.exec("UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' WHERE id = $1", {id});
+
+    // lease_command requeues the expired lease inline and hands the command to runner-b.
+    auto r = d.exec("SELECT * FROM lease_command(60, 'default', 'runner-b')");
+    REQUIRE(r.size() == 1);
+    CHECK(r.get<std::string>(0, "id") == id);
+    CHECK(r.get<int>(0, "attempts") == 2);
+    auto second = r.get<std::string>(0, "lease_token");
+    CHECK(second != first);
+
+    CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1, $2)", {id, first}); }) == "AW002");
+    d.exec("SELECT start_command($1, $2)", {id, second});
+    CHECK(sqlstate_of([&] { d.exec("SELECT complete_command($1, 0, 'late', NULL, $2)", {id, first}); }) == "AW002");
+    CHECK(sqlstate_of([&] { d.exec("SELECT fail_command($1, 1, 'late', $2)", {id, first}); }) == "AW002");
+    d.exec("SELECT complete_command($1, 0, 'b', NULL, $2)", {id, second});
+    CHECK(one(d, "SELECT stdout FROM agent_commands WHERE id = $1", {id}) == "b");
+}
+
+TEST_CASE("expired leases: leased goes back to the pool, running becomes failed, no retry", "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto d = db.daemon();
+    auto a = enqueue(d, "alice");
+    auto b = enqueue(d, "alice");
+    d.exec("SELECT lease_command(60, 'default', 'r')");
+    d.exec("SELECT lease_command(60, 'default', 'r')");
+    d.exec("SELECT start_command($1)", {b});
+    admin.exec("UPDATE agent_commands SET lease_expires_at = now() - interval '1 second'");
+
+    auto reaped = d.exec("SELECT * FROM reap_expired_leases()");
+    CHECK(reaped.get<int>(0, "commands_requeued") == 1);
+    CHECK(reaped.get<int>(0, "commands_failed") == 1);
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {a}) == "pending");
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {b}) == "failed");
+    CHECK(one(d, "SELECT error_message FROM agent_commands WHERE id = $1", {b}).find("lease expired") !=
+          std::string::npos);
+    // The failed one is never leased again; the requeued one is.
+    auto r = d.exec("SELECT id FROM lease_command(60, 'default')");
+    REQUIRE(r.size() == 1);
+    CHECK(r.get<std::string>(0, "id") == a);
+    CHECK(d.exec("SELECT id FROM lease_command(60, 'default')").empty());
+}
+
+TEST_CASE("8 concurrent leasers over 2,000 commands: none leased twice, none left behind",
+          "[schema][commands][concurrency]") {
+    scoped_database db;
+    auto admin = db.admin();
+    auto agent = new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    admin.exec("INSERT INTO agent_commands (agent_id, action, payload) "
+               "SELECT $1, 'run_shell', jsonb_build_object('n', g) FROM generate_series(1, 2000) g",
+               {agent});
+
+    std::mutex m;
+    std::vector<std::string> seen;
+    std::atomic<int> errors{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&, t] {
+            try {
+                auto c = db.daemon();
+                for (;;) {
+                    auto r = c.exec("SELECT id, lease_token FROM lease_command(300, 'default', $1)",
+                                    {"runner-" + std::to_string(t)});
+                    if (r.empty()) break;
+                    auto id = r.get<std::string>(0, "id");
+                    auto token = r.get<std::string>(0, "lease_token");
+                    c.exec("SELECT start_command($1, $2)", {id, token});
+                    c.exec("SELECT complete_command($1, 0, 'ok', NULL, $2)", {id, token});
+                    std::lock_guard lock(m);
+                    seen.push_back(id);
+                }
+            } catch (...) {
+                ++errors;
+            }
+        });
+    }
+    for (auto& th : threads) th.join();
+    CHECK(errors == 0);
+    CHECK(seen.size() == 2000);
+    CHECK(std::set<std::string>(seen.begin(), seen.end()).size() == 2000);
+    CHECK(count(admin, "SELECT count(*) FROM agent_commands WHERE status = 'done' AND attempts = 1") == 2000);
+}
+
+TEST_CASE("one NOTIFY per statement per gateway when commands become pending", "[schema][commands][notify]") {
+    scoped_database db;
+    auto admin = db.admin();
+    auto gw1 = default_gateway(admin);
+    auto gw2 = new_gateway(admin, kDefaultTenant, "second");
+    auto a1 = new_agent(admin, kDefaultTenant, "alice", gw1);
+    auto a2 = new_agent(admin, kDefaultTenant, "bob", gw2);
+    auto listener = db.daemon();
+    listener.exec("LISTEN awp_commands_" + no_dashes(gw1));
+    listener.exec("LISTEN awp_commands_" + no_dashes(gw2));
+    auto d = db.daemon();
+
+    auto id = enqueue(d, "alice");
+    auto n = wait_notifications(listener, 1);
+    REQUIRE(n.size() == 1);
+    CHECK(n[0].channel == "awp_commands_" + no_dashes(gw1));
+    CHECK(n[0].payload == id);
+
+    // Three rows over two gateways in one statement: one notification per gateway.
+    d.exec("INSERT INTO agent_commands (agent_id, action) VALUES ($1, 'update'), ($1, 'update'), ($2, 'update')",
+           {a1, a2});
+    n = wait_notifications(listener, 2);
+    REQUIRE(n.size() == 2);
+    std::set<std::string> channels{n[0].channel, n[1].channel};
+    CHECK(channels.count("awp_commands_" + no_dashes(gw1)) == 1);
+    for (auto& x : n) {
+        if (x.channel == "awp_commands_" + no_dashes(gw1)) CHECK(x.payload.empty());
+        else CHECK(x.payload.size() == 36);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(listener.drain_notifications().empty());
+
+    // A requeue after an expired lease wakes the gateway again.
+    d.exec("SELECT lease_command(60, 'second')");
+    admin.exec("UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' WHERE status = 'leased'");
+    d.exec("SELECT reap_expired_leases()");
+    n = wait_notifications(listener, 1);
+    REQUIRE(n.size() == 1);
+    CHECK(n[0].channel == "awp_commands_" + no_dashes(gw2));
+}
+
+TEST_CASE("a user enqueues and cancels commands of its tenant only, never leases", "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto api = db.api();
+    awp::test::as_user(api, kDefaultTenant, "7d1c0a52-0000-4000-8000-000000000001");
+    auto id = enqueue(api, "alice");
+    CHECK(sqlstate_of([&] { api.exec("SELECT * FROM lease_command(60, 'default')"); }) == "42501");
+    // pending -> done is refused (by the state machine, before the policy would refuse it too).
+    CHECK_FALSE(sqlstate_of([&] { api.exec("UPDATE agent_commands SET status = 'done' WHERE id = $1", {id}); }).empty());
+    CHECK(sqlstate_of([&] { api.exec("UPDATE agent_commands SET status = 'leased' WHERE id = $1", {id}); }) == "42501");
+    CHECK(one(api, "SELECT status FROM agent_commands WHERE id = $1", {id}) == "pending");
+    CHECK(sqlstate_of([&] { api.exec("UPDATE agent_commands SET stdout = 'x' WHERE id = $1", {id}); }) == "42501");
+    CHECK(one(api, "SELECT status FROM cancel_command($1)", {id}) == "cancelled");
+}
