@@ -32,8 +32,11 @@ void linear(const float* in, int n, const std::vector<float>& weight,
                 weight.data(), in_f, 1.0F, out, out_f);
 }
 
-void layer_norm(float* x, int n, const std::vector<float>& gain, const std::vector<float>& bias,
-                float eps) {
+// The element-wise kernels get an AVX2 clone beside the baseline (SSE2) one, picked at load
+// time; -ffp-contract=off (ISO C++ mode) keeps both clones' results identical.
+#define AWP_EMBED_KERNEL [[gnu::target_clones("avx2", "default")]]
+
+AWP_EMBED_KERNEL void layer_norm(float* x, int n, const float* gain, const float* bias, float eps) {
     float mean = 0.0F;
     for (int i = 0; i < n; ++i) mean += x[i];
     mean /= static_cast<float>(n);
@@ -41,20 +44,34 @@ void layer_norm(float* x, int n, const std::vector<float>& gain, const std::vect
     for (int i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
     var /= static_cast<float>(n);
     const float inv = 1.0F / std::sqrt(var + eps);
-    for (int i = 0; i < n; ++i) x[i] = (x[i] - mean) * inv * gain[sz(i)] + bias[sz(i)];
+    for (int i = 0; i < n; ++i) x[i] = (x[i] - mean) * inv * gain[i] + bias[i];
 }
 
-void softmax(float* x, int n) {
+void layer_norm(float* x, int n, const std::vector<float>& gain, const std::vector<float>& bias,
+                float eps) {
+    layer_norm(x, n, gain.data(), bias.data(), eps);
+}
+
+AWP_EMBED_KERNEL void softmax(float* x, int n) {
     float max = x[0];
     for (int i = 1; i < n; ++i) max = std::max(max, x[i]);
+    // exp in a loop of its own (no reduction in it), so it vectorises.
+    for (int i = 0; i < n; ++i) x[i] = detail::fast_exp(x[i] - max);
     float sum = 0.0F;
-    for (int i = 0; i < n; ++i) {
-        x[i] = detail::fast_exp(x[i] - max);
-        sum += x[i];
-    }
+    for (int i = 0; i < n; ++i) sum += x[i];
     const float inv = 1.0F / sum;
     for (int i = 0; i < n; ++i) x[i] *= inv;
 }
+
+AWP_EMBED_KERNEL void gelu(float* x, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) x[i] = detail::gelu(x[i]);
+}
+
+AWP_EMBED_KERNEL void add(float* x, const float* y, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+#undef AWP_EMBED_KERNEL
 
 }  // namespace
 
@@ -184,14 +201,14 @@ void bert_encoder::impl::dense_rows(int layer, int r0, int r1) {
         float* fr = ffn.data() + sz(r0) * sz(inter);
         linear(context.data() + sz(r0) * sz(h), n, l.attention_out_weight, l.attention_out_bias, h,
                h, tr);
-        for (std::size_t i = 0; i < sz(n) * sz(h); ++i) tr[i] += xr[i];
+        add(tr, xr, sz(n) * sz(h));
         for (int r = 0; r < n; ++r)
             layer_norm(tr + sz(r) * sz(h), h, l.attention_norm_gain, l.attention_norm_bias,
                        config.layer_norm_eps);
         linear(tr, n, l.ffn_in_weight, l.ffn_in_bias, inter, h, fr);
-        for (std::size_t i = 0; i < sz(n) * sz(inter); ++i) fr[i] = detail::gelu(fr[i]);
+        gelu(fr, sz(n) * sz(inter));
         linear(fr, n, l.ffn_out_weight, l.ffn_out_bias, h, inter, xr);
-        for (std::size_t i = 0; i < sz(n) * sz(h); ++i) xr[i] += tr[i];
+        add(xr, tr, sz(n) * sz(h));
         for (int r = 0; r < n; ++r)
             layer_norm(xr + sz(r) * sz(h), h, l.output_norm_gain, l.output_norm_bias,
                        config.layer_norm_eps);
@@ -255,8 +272,12 @@ void bert_encoder::impl::run(std::span<const std::vector<int>> batch) {
     ffn.resize(sz(total) * sz(config.intermediate_size));
     scores.resize(sz(pool.size()));
 
-    // Row blocks: one per thread, so each GEMM call stays large enough to run near peak.
-    const int chunks = std::min(pool.size(), total);
+    // Row blocks: at least one per thread, and up to four per thread while blocks keep >= 256
+    // rows (GEMMs that large run near peak). Several blocks per thread let the dynamic schedule
+    // even out a thread that the OS pauses on a busy machine.
+    constexpr int kMinChunkRows = 256;
+    const int chunks =
+        std::min(total, std::clamp(total / kMinChunkRows, pool.size(), 4 * pool.size()));
     const int per_chunk = (total + chunks - 1) / chunks;
     const auto rows = [&](int layer) {
         pool.run(chunks, [&](int chunk, int) {
