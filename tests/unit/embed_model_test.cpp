@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -201,4 +202,23 @@ TEST_CASE("the encoder rejects ids it cannot embed", "[embed]") {
 TEST_CASE("FLOP count of a MiniLM-shaped sentence is the documented 2.87 GFLOP", "[embed]") {
     const embed::bert_config minilm;  // defaults: 6 layers, 384 hidden, 12 heads, 1536 FFN
     CHECK(embed::bert_flops(minilm, 128) == Approx(2.87e9).epsilon(0.01));
+}
+
+TEST_CASE("embed_batch may be called from several threads at once", "[embed]") {
+    const auto ref = load_reference("tiny-bert-cls");
+    const auto model = embed::load_model(kFixtures / "tiny-bert-cls", 2);
+    const auto texts = texts_of(ref);
+    const auto want = model->embed_batch(texts);
+    std::vector<std::vector<embed::embedding_result>> got(4);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < got.size(); ++t) {
+        threads.emplace_back([&, t] {
+            for (int rep = 0; rep < 5; ++rep) got[t] = model->embed_batch(texts);
+        });
+    }
+    for (auto& t : threads) t.join();
+    for (const auto& results : got) {
+        REQUIRE(results.size() == want.size());
+        for (std::size_t i = 0; i < want.size(); ++i) CHECK(results[i].vector == want[i].vector);
+    }
 }
