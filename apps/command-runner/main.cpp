@@ -1,20 +1,121 @@
-// awp-command-runner: placeholder until its issue (#4) lands: connects, reports ready, stops on
-// SIGTERM.
+// awp-command-runner: leases its gateway's agent_commands and runs each action
+// (docs/command-runner.md).
+#include <cstdlib>
+#include <iostream>
+
 #include <boost/asio/io_context.hpp>
 
 #include "awp/core/daemon.hpp"
-#include "awp/core/placeholder_service.hpp"
+#include "awp/core/error.hpp"
+#include "config.hpp"
+#include "secrets.hpp"
+#include "service.hpp"
 
 int main(int argc, char** argv) {
     namespace daemon = awp::core::daemon;
+    using awp::runner::runner_config;
     daemon::common_config common;
-    daemon::cli cli(
-        "awp-command-runner",
-        "awp-command-runner (placeholder: it only connects to Postgres, reports ready and "
-        "stops cleanly; its real work lands with issue #4)");
+    runner_config cfg;
+    std::string mode = "container";
+    const char* home_env = std::getenv("HOME");
+    const std::string home = home_env ? home_env : "/tmp";
+    cfg.runtime_home = home + "/.openclaw";
+    cfg.secrets_dir = cfg.runtime_home + "/secrets";
+    cfg.state_dir = home + "/.local/state/awp";
+    cfg.scripts_dir = "/usr/local/lib/awp/runtime";
+    cfg.repo_dir = home + "/awp";
+
+    daemon::cli cli("awp-command-runner", "Runs the agent_commands of one gateway");
     cli.add_common(common);
+    auto& app = cli.app();
+    app.add_option("--gateway", cfg.gateway_slug, "This gateway's slug")->envname("GATEWAY_ID");
+    cli.secret(app.add_option("--gateway-token", cfg.gateway_token,
+                              "Registration token, exchanged once through consume_gateway_token")
+                   ->envname("GATEWAY_TOKEN"));
+    app.add_option("--gateway-label", cfg.gateway_label, "Label and slug hint for registration")
+        ->envname("GATEWAY_LABEL");
+    app.add_option("--tenant-id", cfg.tenant_id,
+                   "Tenant of the gateway (when its slug is not unique)")
+        ->envname("TENANT_ID");
+    app.add_option("--state-dir", cfg.state_dir, "Keeps the registration across restarts")
+        ->envname("AWP_STATE_DIR")
+        ->capture_default_str();
+    app.add_option("--runtime-mode", mode, "container or service_manager (aliases docker, systemd)")
+        ->envname("RUNTIME_MODE")
+        ->capture_default_str();
+    app.add_option("--command-timeout", cfg.command_timeout_s,
+                   "Seconds before a command's process group is killed")
+        ->envname("COMMAND_TIMEOUT")
+        ->check(CLI::Range(1, 86400 - 60))
+        ->capture_default_str();
+    app.add_option(
+           "--networking-mode", cfg.networking_mode,
+           "local: the runtime's OAuth callback catches the redirect; anything else: paste-back")
+        ->envname("NETWORKING_MODE")
+        ->capture_default_str();
+    app.add_option("--agent-runtime", cfg.agent_runtime, "The agent runtime CLI")
+        ->envname("AGENT_RUNTIME")
+        ->capture_default_str();
+    app.add_option("--compose-project", cfg.compose_project,
+                   "Compose project of the stack (container mode)")
+        ->envname("COMPOSE_PROJECT")
+        ->capture_default_str();
+    app.add_option("--runtime-home", cfg.runtime_home,
+                   "The runtime's state folder (openclaw.json, agents/)")
+        ->envname("OPENCLAW_HOME")
+        ->capture_default_str();
+    app.add_option("--secrets-dir", cfg.secrets_dir,
+                   "Where gateway.env and agents/<slug>.env are written")
+        ->envname("SECRETS_DIR")
+        ->capture_default_str();
+    app.add_option("--scripts-dir", cfg.scripts_dir,
+                   "deploy/runtime: the add/update/remove agent scripts")
+        ->envname("AWP_RUNTIME_SCRIPTS")
+        ->capture_default_str();
+    app.add_option("--repo-dir", cfg.repo_dir,
+                   "Checkout pulled by update_gateway in service_manager mode")
+        ->envname("AWP_REPO_DIR")
+        ->capture_default_str();
+    cli.secret(app.add_option("--service-role-key", cfg.service_role_key,
+                              "Service-role key: derives the key of the enc:v1 secrets")
+                   ->envname("SERVICE_ROLE_KEY"));
+    cli.secret(app.add_option("--hosted-secrets-key", cfg.hosted_secrets_key,
+                              "The 32-byte secrets key itself (base64url, base64 or hex)")
+                   ->envname("HOSTED_SECRETS_KEY"));
+    app.add_option("--auth-timeout", cfg.auth_timeout_s, "Ceiling of an auth_start flow, seconds")
+        ->envname("AUTH_FLOW_TIMEOUT")
+        ->check(CLI::Range(5, 3600))
+        ->capture_default_str();
+    app.add_option("--callback-port", cfg.callback_port, "The runtime's OAuth callback port")
+        ->envname("AUTH_CALLBACK_PORT")
+        ->check(CLI::Range(1, 65535))
+        ->capture_default_str();
+    app.add_option("--output-limit", cfg.output_limit,
+                   "Bytes of stdout and of stderr kept per command (the tail)")
+        ->envname("OUTPUT_LIMIT")
+        ->check(CLI::Range(std::size_t{256}, std::size_t{16} << 20))
+        ->capture_default_str();
+    app.add_option("--secrets-interval", cfg.secrets_interval_s,
+                   "Seconds between periodic secrets syncs")
+        ->envname("SECRETS_SYNC_INTERVAL")
+        ->check(CLI::Range(1.0, 86400.0))
+        ->capture_default_str();
+
     if (auto code = cli.parse(argc, argv, &common)) return *code;
+    try {
+        cfg.mode = awp::runner::parse_runtime_mode(mode);
+        // Fails early on a malformed HOSTED_SECRETS_KEY.
+        (void)awp::runner::secrets_key(cfg.hosted_secrets_key, cfg.service_role_key);
+    } catch (const awp::core::error& e) {
+        std::cerr << "awp-command-runner: " << e.what() << "\n";
+        return daemon::kExitConfig;
+    }
+    cfg.database_url = common.database_url;
+    cfg.instance = common.instance;
+    cfg.safety_poll_s = common.safety_poll_s;
+    cfg.drain_timeout_s = common.drain_timeout_s;
+
     boost::asio::io_context ioc;
-    daemon::placeholder_service svc(ioc, common.database_url);
+    awp::runner::runner_service svc(ioc, cfg);
     return daemon::run(ioc, svc, common.drain_timeout());
 }

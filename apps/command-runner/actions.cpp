@@ -1,0 +1,589 @@
+// Payload validation and argv mapping of every command action (docs/command-runner.md lists them).
+#include "actions.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <regex>
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "awp/core/crypto.hpp"
+
+namespace awp::runner {
+
+namespace rj = rapidjson;
+
+namespace {
+
+const std::regex kUuid(
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$");
+// The agents.slug rule of the schema: no '/', never "..": safe inside a path.
+const std::regex kAgentSlug("^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$");
+const std::regex kProvider("^[a-z0-9][a-z0-9._-]{0,63}$");
+const std::regex kProfileName("^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$");
+const std::regex kProfileId("^[a-z0-9][a-z0-9._-]{0,63}:[A-Za-z0-9][A-Za-z0-9._-]{0,63}$");
+const std::regex kModel(
+    "^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,99}/[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$");
+const std::regex kPairingCode("^[A-Za-z0-9_-]{1,100}$");
+const std::regex kDigits("^[0-9]{1,32}$");
+const std::regex kTimezone("^[A-Za-z][A-Za-z0-9_+-]{0,39}(/[A-Za-z0-9][A-Za-z0-9_+-]{0,39}){0,3}$");
+const std::regex kTemplate("^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$");
+const std::regex kSessionId("^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$");
+const std::regex kSourceAction("^[a-z][a-z0-9_.-]{0,63}$");
+const std::regex kUrl("^https?://[^\\s\"'<>]{1,2040}$");
+const std::regex kFileMode("^0?[0-7]{3}$");
+
+bool has_control(const std::string& s, bool allow_newlines) {
+    return std::any_of(s.begin(), s.end(), [&](char ch) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (allow_newlines && (c == '\n' || c == '\t' || c == '\r')) return false;
+        return c < 0x20 || c == 0x7f;
+    });
+}
+
+std::string trim(const std::string& s) {
+    const auto b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos) return "";
+    const auto e = s.find_last_not_of(" \t\r\n");
+    return s.substr(b, e - b + 1);
+}
+
+/// Typed, named access to one command's payload; every failure names action and field.
+class payload {
+public:
+    payload(const command_row& cmd) : action_(cmd.action) {
+        doc_.Parse(cmd.payload.c_str(), cmd.payload.size());
+        if (doc_.HasParseError() || !doc_.IsObject()) fail("payload must be a JSON object");
+    }
+
+    [[noreturn]] void fail(const std::string& what) const {
+        throw invalid_command(action_ + ": " + what);
+    }
+
+    bool has(const char* name) const { return doc_.HasMember(name) && !doc_[name].IsNull(); }
+
+    /// A string field; absent, null and "" (after trimming) read as nullopt.
+    std::optional<std::string> text(const char* name, std::size_t max_len = 200,
+                                    const std::regex* format = nullptr,
+                                    const char* format_name = "", bool multiline = false) const {
+        if (!has(name)) return std::nullopt;
+        const auto& v = doc_[name];
+        if (!v.IsString()) fail(std::string("payload field \"") + name + "\" must be a string");
+        std::string s(v.GetString(), v.GetStringLength());
+        if (!multiline) s = trim(s);
+        if (s.empty() && !multiline) return std::nullopt;
+        if (s.size() > max_len) {
+            fail(std::string("payload field \"") + name + "\" is longer than " +
+                 std::to_string(max_len) + " bytes");
+        }
+        if (s.find('\0') != std::string::npos || has_control(s, multiline)) {
+            fail(std::string("payload field \"") + name + "\" must not contain control characters");
+        }
+        if (format && !std::regex_match(s, *format)) {
+            fail(std::string("payload field \"") + name + "\" must be " + format_name);
+        }
+        return s;
+    }
+
+    std::string required(const char* name, std::size_t max_len = 200,
+                         const std::regex* format = nullptr, const char* format_name = "",
+                         bool multiline = false) const {
+        auto v = text(name, max_len, format, format_name, multiline);
+        if (!v || v->empty()) {
+            fail(std::string("payload field \"") + name + "\" is required (a non-empty string)");
+        }
+        return *v;
+    }
+
+    std::string one_of(const char* name, const std::vector<std::string>& allowed,
+                       const std::string& fallback) const {
+        auto v = text(name, 64);
+        if (!v) return fallback;
+        if (std::find(allowed.begin(), allowed.end(), *v) == allowed.end()) {
+            std::string list;
+            for (std::size_t i = 0; i < allowed.size(); ++i) {
+                list += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + allowed[i];
+            }
+            fail(std::string("payload field \"") + name + "\" must be " + list + ", got \"" + *v +
+                 "\"");
+        }
+        return *v;
+    }
+
+    std::optional<long> integer(const char* name, long min, long max) const {
+        if (!has(name)) return std::nullopt;
+        const auto& v = doc_[name];
+        if (!v.IsInt64()) fail(std::string("payload field \"") + name + "\" must be an integer");
+        const long n = static_cast<long>(v.GetInt64());
+        if (n < min || n > max) {
+            fail(std::string("payload field \"") + name + "\" must be between " +
+                 std::to_string(min) + " and " + std::to_string(max));
+        }
+        return n;
+    }
+
+    const rj::Value* value(const char* name) const { return has(name) ? &doc_[name] : nullptr; }
+
+private:
+    std::string action_;
+    rj::Document doc_;
+};
+
+std::string to_json(const rj::Value& v) {
+    rj::StringBuffer buf;
+    rj::Writer<rj::StringBuffer> w(buf);
+    v.Accept(w);
+    return {buf.GetString(), buf.GetSize()};
+}
+
+std::string agent_slug_of(const command_row& cmd, const payload& p) {
+    std::optional<std::string> slug = cmd.agent_slug;
+    if (!slug || slug->empty()) slug = p.text("agent_slug", 128);
+    if (!slug || slug->empty()) p.fail("the command needs an agent (agent_slug or agent_id)");
+    if (!std::regex_match(*slug, kAgentSlug) || slug->find("..") != std::string::npos) {
+        p.fail("agent slug \"" + *slug + "\" is not a safe slug ([A-Za-z0-9._-], no \"..\")");
+    }
+    return *slug;
+}
+
+const std::vector<std::string> kChannels = {"telegram", "discord", "slack", "none"};
+const std::vector<std::string> kChatChannels = {"telegram", "discord", "slack"};
+const std::vector<std::string> kThinking = {"none", "low", "medium", "high"};
+
+std::string script(const runner_config& cfg, const char* name) {
+    return (cfg.scripts_dir.empty() ? std::string(".") : cfg.scripts_dir) + "/" + name;
+}
+
+void add_opt(std::vector<std::string>& argv, const char* flag,
+             const std::optional<std::string>& v) {
+    if (v && !v->empty()) {
+        argv.emplace_back(flag);
+        argv.push_back(*v);
+    }
+}
+
+plan spawn_plan(const runner_config& cfg, std::vector<std::string> argv) {
+    plan p;
+    p.timeout = cfg.command_timeout();
+    p.steps.push_back(step{std::move(argv), std::nullopt});
+    return p;
+}
+
+std::vector<std::string> compose(const runner_config& cfg, std::vector<std::string> rest) {
+    std::vector<std::string> argv = {"docker", "compose", "-p", cfg.compose_project};
+    argv.insert(argv.end(), rest.begin(), rest.end());
+    return argv;
+}
+
+plan plan_provision(const command_row& cmd, const runner_config& cfg, const payload& p) {
+    const std::string slug = agent_slug_of(cmd, p);
+    const std::string channel = p.one_of("channel", kChannels, "telegram");
+    std::vector<std::string> argv = {script(cfg, "add-agent.sh"), slug, "--channel", channel};
+    const auto server = p.text("discord_server_id", 32, &kDigits, "a numeric Discord id");
+    const auto user = p.text("discord_user_id", 32, &kDigits, "a numeric Discord id");
+    if (channel == "discord") {
+        add_opt(argv, "--discord-server-id", server);
+        add_opt(argv, "--discord-user-id", user);
+    }
+    add_opt(argv, "--source-branch",
+            p.text("source_template", 100, &kTemplate, "a template name ([A-Za-z0-9._/-])"));
+    if (auto t = p.text("source_template", 100); t && t->find("..") != std::string::npos) {
+        p.fail("payload field \"source_template\" must not contain \"..\"");
+    }
+    add_opt(argv, "--name", p.text("name", 200));
+    add_opt(argv, "--description", p.text("description", 2000));
+    add_opt(argv, "--emoji", p.text("emoji", 32));
+    add_opt(argv, "--model",
+            p.text("model", 300, &kModel, "a full model id <provider>/<model_name>"));
+    add_opt(argv, "--owner-name", p.text("owner_name", 200));
+    add_opt(argv, "--owner-preferred-name", p.text("owner_preferred_name", 200));
+    add_opt(argv, "--owner-timezone",
+            p.text("owner_timezone", 100, &kTimezone, "an IANA time zone such as Europe/Berlin"));
+    plan out = spawn_plan(cfg, std::move(argv));
+    out.sync_secrets_first = true;
+    return out;
+}
+
+std::string profile_id(const std::string& provider, const std::string& profile_name) {
+    return provider + ":" + profile_name;
+}
+
+}  // namespace
+
+bool is_uuid(const std::string& s) { return std::regex_match(s, kUuid); }
+bool is_agent_slug(const std::string& s) {
+    return std::regex_match(s, kAgentSlug) && s.find("..") == std::string::npos;
+}
+
+plan plan_command(const command_row& cmd, const runner_config& cfg) {
+    const payload p(cmd);
+    const std::string& a = cmd.action;
+    const std::string& rt = cfg.agent_runtime;
+
+    if (a == "provision") return plan_provision(cmd, cfg, p);
+    if (a == "approve_pairing") {
+        const std::string code = p.required("pairing_code", 100, &kPairingCode,
+                                            "letters, digits, '_' or '-' (at most 100)");
+        const std::string channel = p.one_of("channel", kChatChannels, "telegram");
+        return spawn_plan(cfg, {rt, "pairing", "approve", channel, code});
+    }
+    if (a == "update")
+        return spawn_plan(cfg, {script(cfg, "update-agent.sh"), agent_slug_of(cmd, p)});
+    if (a == "remove")
+        return spawn_plan(cfg, {script(cfg, "remove-agent.sh"), agent_slug_of(cmd, p)});
+    if (a == "update_all") return spawn_plan(cfg, {script(cfg, "update-all-agents.sh")});
+    if (a == "restart_gateway") {
+        if (cfg.mode == runtime_mode::container) {
+            return spawn_plan(cfg, compose(cfg, {"restart", "agent-runtime"}));
+        }
+        return spawn_plan(cfg, {rt, "gateway", "restart"});
+    }
+    if (a == "restart_dispatcher") {
+        if (cfg.mode == runtime_mode::container) {
+            return spawn_plan(cfg, compose(cfg, {"restart", "awp-inbox-dispatcher"}));
+        }
+        return spawn_plan(cfg, {"systemctl", "--user", "restart", "awp-inbox-dispatcher"});
+    }
+    if (a == "update_gateway") {
+        plan out = spawn_plan(cfg, {});
+        out.steps.clear();
+        if (cfg.mode == runtime_mode::container) {
+            out.steps.push_back({compose(cfg, {"pull"}), std::nullopt});
+            out.steps.push_back({compose(cfg, {"up", "-d"}), std::nullopt});
+        } else {
+            const std::string repo = cfg.repo_dir.empty() ? "." : cfg.repo_dir;
+            out.steps.push_back({{"git", "-C", repo, "pull", "--ff-only"}, std::nullopt});
+            out.steps.push_back({{repo + "/install.sh", "--update"}, std::nullopt});
+        }
+        return out;
+    }
+    if (a == "set_agent_model") {
+        plan out;
+        out.kind = plan_kind::set_agent_model;
+        out.timeout = cfg.command_timeout();
+        auto slug = p.text("agent_slug", 128);
+        if (!slug) slug = cmd.agent_slug;
+        if (!slug || !is_agent_slug(*slug)) {
+            p.fail("payload field \"agent_slug\" is required (a safe agent slug)");
+        }
+        const bool has_model = p.has("model"), has_thinking = p.has("thinking");
+        const auto model = p.text("model", 300, &kModel, "a full model id <provider>/<model_name>");
+        std::optional<std::string> thinking;
+        if (has_thinking && p.text("thinking", 16)) thinking = p.one_of("thinking", kThinking, "");
+        if (!model && !thinking) p.fail("needs \"model\" or \"thinking\" (at least one)");
+        out.fields["agent_slug"] = *slug;
+        if (has_model) out.fields["model"] = model.value_or("");
+        if (has_thinking) out.fields["thinking"] = thinking.value_or("");
+        return out;
+    }
+    if (a == "list_models") {
+        const auto provider = p.text("provider", 64, &kProvider, "a provider id ([a-z0-9._-])");
+        std::vector<std::string> argv = {rt, "models", "list", "--json"};
+        if (provider) {
+            argv.insert(argv.end(), {"--provider", *provider});
+        } else {
+            argv.emplace_back("--all");
+        }
+        return spawn_plan(cfg, std::move(argv));
+    }
+    if (a == "auth_set_api_key") {
+        const std::string provider =
+            p.required("provider", 64, &kProvider, "a provider id ([a-z0-9._-])");
+        const std::string key = p.required("api_key", 4096);
+        if (key.find_first_of(" \t") != std::string::npos)
+            p.fail("payload field \"api_key\" must not contain spaces");
+        const std::string name =
+            p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
+                .value_or("default");
+        const auto base_url = p.text("base_url", 2048, &kUrl, "an http:// or https:// URL");
+        std::vector<std::string> argv = {
+            rt,           "models", "auth",         "paste-api-key",
+            "--provider", provider, "--profile-id", profile_id(provider, name)};
+        add_opt(argv, "--base-url", base_url);
+        plan out = spawn_plan(cfg, std::move(argv));
+        out.steps[0].stdin_data = key + "\n";
+        out.success_stdout = "Saved " + provider + " API key as profile " +
+                             profile_id(provider, name) +
+                             (base_url ? " with a custom base URL" : "");
+        return out;
+    }
+    if (a == "auth_start") {
+        plan out;
+        out.kind = plan_kind::auth_start;
+        out.timeout = std::chrono::seconds(cfg.auth_timeout_s);
+        out.fields["provider"] =
+            p.required("provider", 64, &kProvider, "a provider id ([a-z0-9._-])");
+        out.fields["profile_name"] =
+            p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
+                .value_or("default");
+        out.fields["mode"] = p.one_of("mode", {"oauth_paste", "device_code"}, "oauth_paste");
+        std::vector<std::string> argv = {rt,      "models",     "auth",
+                                         "login", "--provider", out.fields["provider"]};
+        if (out.fields["mode"] == "device_code") argv.emplace_back("--device-code");
+        argv.insert(argv.end(), {"--profile-id",
+                                 profile_id(out.fields["provider"], out.fields["profile_name"])});
+        out.steps.push_back({std::move(argv), std::nullopt});
+        return out;
+    }
+    if (a == "auth_paste") {
+        plan out;
+        out.kind = plan_kind::auth_paste;
+        out.timeout = cfg.command_timeout();
+        out.fields["parent_command_id"] =
+            p.required("parent_command_id", 64, &kUuid, "a command id (uuid)");
+        out.fields["value"] = p.required("value", 8192);
+        return out;
+    }
+    if (a == "auth_list") return spawn_plan(cfg, {rt, "models", "status", "--json", "--probe"});
+    if (a == "auth_refresh") {
+        std::vector<std::string> argv = {rt, "models", "status", "--json", "--probe"};
+        if (auto id = p.text("profile_id", 130, &kProfileId, "provider:profile_name")) {
+            const auto colon = id->find(':');
+            argv.insert(argv.end(), {"--probe-provider", id->substr(0, colon), "--probe-profile",
+                                     id->substr(colon + 1)});
+        }
+        return spawn_plan(cfg, std::move(argv));
+    }
+    if (a == "auth_remove") {
+        plan out;
+        out.kind = plan_kind::auth_remove;
+        out.timeout = cfg.command_timeout();
+        out.fields["profile_id"] =
+            p.required("profile_id", 130, &kProfileId, "provider:profile_name");
+        return out;
+    }
+    if (a == "auth_set_default") {
+        const std::string provider =
+            p.required("provider", 64, &kProvider, "a provider id ([a-z0-9._-])");
+        const std::string name =
+            p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
+                .value_or("default");
+        return spawn_plan(cfg, {rt, "models", "auth", "order", "set", "--provider", provider,
+                                profile_id(provider, name)});
+    }
+    if (a == "source_write") {
+        plan out;
+        out.kind = plan_kind::source_write;
+        out.timeout = cfg.command_timeout();
+        out.fields["connection_id"] =
+            p.required("connection_id", 64, &kUuid, "a source connection id (uuid)");
+        out.fields["action"] =
+            p.required("action", 64, &kSourceAction, "an action name ([a-z0-9_.-])");
+        const rj::Value* params = p.value("params");
+        if (!params || !params->IsObject())
+            p.fail("payload field \"params\" is required (a JSON object)");
+        out.fields["params"] = to_json(*params);
+        return out;
+    }
+    if (a == "start_session" || a == "end_session" || a == "restart_session") {
+        const std::string slug = agent_slug_of(cmd, p);
+        const std::string verb = a.substr(0, a.find('_'));
+        std::vector<std::string> argv = {rt, "sessions", verb, "--agent", slug};
+        add_opt(argv, "--session-id",
+                p.text("session_id", 128, &kSessionId, "a session id ([A-Za-z0-9._:-])"));
+        return spawn_plan(cfg, std::move(argv));
+    }
+    if (a == "execute_prompt") {
+        const std::string slug = agent_slug_of(cmd, p);
+        const std::string prompt = p.required("prompt", 100 * 1024, nullptr, "", true);
+        std::vector<std::string> argv = {rt, "agent", "--agent", slug, "--message", prompt};
+        add_opt(argv, "--session-id",
+                p.text("session_id", 128, &kSessionId, "a session id ([A-Za-z0-9._:-])"));
+        add_opt(argv, "--model",
+                p.text("model", 300, &kModel, "a full model id <provider>/<model_name>"));
+        if (p.has("thinking")) add_opt(argv, "--thinking", p.one_of("thinking", kThinking, ""));
+        plan out = spawn_plan(cfg, std::move(argv));
+        if (auto t = p.integer("timeout_seconds", 1, cfg.command_timeout_s))
+            out.timeout = std::chrono::seconds(*t);
+        return out;
+    }
+    if (a == "send_message") {
+        const std::string channel = p.one_of("channel", kChatChannels, "telegram");
+        const std::string target = p.required("target", 200);
+        const std::string message = p.required("message", 16 * 1024, nullptr, "", true);
+        std::vector<std::string> argv = {rt,         "message", "send",      "--channel", channel,
+                                         "--target", target,    "--message", message};
+        if (cmd.agent_slug && !cmd.agent_slug->empty())
+            add_opt(argv, "--account", agent_slug_of(cmd, p));
+        return spawn_plan(cfg, std::move(argv));
+    }
+    if (a == "run_shell") {
+        const rj::Value* args = p.value("argv");
+        if (!args || !args->IsArray() || args->Empty()) {
+            p.fail(
+                "payload field \"argv\" is required (a non-empty array of strings: program, then "
+                "arguments)");
+        }
+        if (args->Size() > 256) p.fail("payload field \"argv\" has more than 256 elements");
+        std::vector<std::string> argv;
+        for (const auto& e : args->GetArray()) {
+            if (!e.IsString()) p.fail("payload field \"argv\" must contain strings only");
+            std::string s(e.GetString(), e.GetStringLength());
+            if (s.find('\0') != std::string::npos)
+                p.fail("payload field \"argv\" must not contain NUL bytes");
+            if (s.size() > 64 * 1024)
+                p.fail("an element of payload field \"argv\" is longer than 65536 bytes");
+            argv.push_back(std::move(s));
+        }
+        if (argv[0].empty()) p.fail("payload field \"argv\" must start with a program name");
+        plan out = spawn_plan(cfg, std::move(argv));
+        if (auto t = p.integer("timeout_seconds", 1, cfg.command_timeout_s))
+            out.timeout = std::chrono::seconds(*t);
+        if (cmd.agent_slug && !cmd.agent_slug->empty()) {
+            out.fields["cwd"] = cfg.runtime_home + "/workspace-" + agent_slug_of(cmd, p);
+        }
+        return out;
+    }
+    if (a == "upload_file") {
+        plan out;
+        out.kind = plan_kind::upload_file;
+        out.timeout = cfg.command_timeout();
+        const std::string slug = agent_slug_of(cmd, p);
+        const std::string path = p.required("path", 1024);
+        if (path.front() == '/' || path.find('\\') != std::string::npos) {
+            p.fail("payload field \"path\" must be a relative path inside the agent's workspace");
+        }
+        std::size_t start = 0;
+        while (start <= path.size()) {
+            const auto end = std::min(path.find('/', start), path.size());
+            const std::string part = path.substr(start, end - start);
+            if (part.empty() || part == "." || part == "..") {
+                p.fail("payload field \"path\" must not contain empty, \".\" or \"..\" parts");
+            }
+            start = end + 1;
+        }
+        const rj::Value* content = p.value("content");
+        if (!content || !content->IsString())
+            p.fail("payload field \"content\" is required (a string)");
+        std::string bytes(content->GetString(), content->GetStringLength());
+        if (p.one_of("encoding", {"utf8", "base64"}, "utf8") == "base64") {
+            try {
+                bytes = core::crypto::base64_decode(bytes);
+            } catch (const std::exception&) {
+                p.fail("payload field \"content\" is not valid base64");
+            }
+        }
+        if (bytes.size() > 10u * 1024 * 1024) p.fail("the file is larger than 10 MiB");
+        out.fields["dir"] = cfg.runtime_home + "/workspace-" + slug;
+        out.fields["path"] = path;
+        out.fields["content"] = std::move(bytes);
+        out.fields["mode"] =
+            p.text("mode", 4, &kFileMode, "an octal file mode such as 0644").value_or("0644");
+        return out;
+    }
+    throw invalid_command("unknown action \"" + a + "\": this runner does not implement it");
+}
+
+std::string scrub_patch(const command_row& cmd, bool ok) {
+    rj::Document doc;
+    doc.Parse(cmd.payload.c_str(), cmd.payload.size());
+    if (doc.HasParseError() || !doc.IsObject()) return "";
+    rj::Document patch(rj::kObjectType);
+    auto& al = patch.GetAllocator();
+    auto remove = [&](const std::string& key) {
+        patch.AddMember(rj::Value(key.c_str(), al), rj::Value(rj::kNullType), al);
+    };
+    if (cmd.action == "provision") {
+        for (const auto& m : doc.GetObject()) {
+            const std::string k(m.name.GetString(), m.name.GetStringLength());
+            if (k.size() >= 6 && k.compare(k.size() - 6, 6, "_token") == 0) remove(k);
+        }
+    } else if (cmd.action == "auth_set_api_key") {
+        const bool had_url = doc.HasMember("base_url") && doc["base_url"].IsString() &&
+                             !trim(std::string(doc["base_url"].GetString())).empty();
+        if (doc.HasMember("api_key")) remove("api_key");
+        if (doc.HasMember("base_url")) remove("base_url");
+        patch.AddMember("api_key_scrubbed", true, al);
+        if (had_url) patch.AddMember("base_url_applied", ok, al);
+    } else if (cmd.action == "auth_paste") {
+        if (doc.HasMember("value")) remove("value");
+        patch.AddMember("value_scrubbed", true, al);
+    }
+    if (patch.ObjectEmpty()) return "";
+    return to_json(patch);
+}
+
+std::vector<std::string> payload_secrets(const command_row& cmd) {
+    std::vector<std::string> out;
+    rj::Document doc;
+    doc.Parse(cmd.payload.c_str(), cmd.payload.size());
+    if (doc.HasParseError() || !doc.IsObject()) return out;
+    for (const auto& m : doc.GetObject()) {
+        const std::string k(m.name.GetString(), m.name.GetStringLength());
+        const bool secret =
+            (cmd.action == "auth_set_api_key" && (k == "api_key" || k == "base_url")) ||
+            (cmd.action == "auth_paste" && k == "value") ||
+            (k.size() >= 6 && k.compare(k.size() - 6, 6, "_token") == 0);
+        if (secret && m.value.IsString()) {
+            std::string v(m.value.GetString(), m.value.GetStringLength());
+            out.push_back(v);
+            const std::string t = trim(v);
+            if (t != v) out.push_back(t);
+        }
+    }
+    return out;
+}
+
+std::string redact(std::string text, const std::vector<std::string>& secrets) {
+    for (const auto& s : secrets) {
+        if (s.size() < 4) continue;
+        for (auto pos = text.find(s); pos != std::string::npos; pos = text.find(s, pos + 10)) {
+            text.replace(pos, s.size(), "[redacted]");
+        }
+    }
+    return text;
+}
+
+std::string tail(const std::string& text, std::size_t limit) {
+    if (text.size() <= limit) return text;
+    std::size_t start = text.size() - limit;
+    // Do not start inside a UTF-8 sequence: Postgres text must stay valid.
+    while (start < text.size() && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) ++start;
+    return "[... " + std::to_string(start) + " bytes cut ...]\n" + text.substr(start);
+}
+
+std::string clean_text(const std::string& in) {
+    std::string out;
+    out.reserve(in.size());
+    const auto* s = reinterpret_cast<const unsigned char*>(in.data());
+    const std::size_t n = in.size();
+    for (std::size_t i = 0; i < n;) {
+        const unsigned char c = s[i];
+        std::size_t len = 0;
+        std::uint32_t cp = 0;
+        if (c == 0) {
+            len = 0;
+        } else if (c < 0x80) {
+            out.push_back(static_cast<char>(c));
+            ++i;
+            continue;
+        } else if ((c & 0xE0) == 0xC0) {
+            len = 2, cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3, cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4, cp = c & 0x07;
+        }
+        bool ok = len > 0 && i + len <= n;
+        for (std::size_t k = 1; ok && k < len; ++k) {
+            if ((s[i + k] & 0xC0) != 0x80) ok = false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if (ok) {
+            const std::uint32_t min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+            ok = cp >= min && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+        }
+        if (ok) {
+            out.append(in, i, len);
+            i += len;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
+}  // namespace awp::runner

@@ -1,0 +1,84 @@
+// Command actions: each payload validated as the spec's tables say and turned into a plan (argv
+// steps for the runtime CLI or deploy/runtime scripts, or an in-process operation). Pure: no I/O.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "awp/core/error.hpp"
+#include "config.hpp"
+
+namespace awp::runner {
+
+/// The payload (or the action) is not acceptable; the message names the problem. The runtime
+/// is never called for such a command.
+class invalid_command : public core::error {
+public:
+    using core::error::error;
+};
+
+/// The columns of a leased agent_commands row the runner uses.
+struct command_row {
+    std::string id;
+    std::string tenant_id;
+    std::string gateway_id;
+    std::string action;
+    std::optional<std::string> agent_slug;
+    std::string payload = "{}";  // JSON object text
+    std::string lease_token;
+};
+
+/// One program to run, argv only.
+struct step {
+    std::vector<std::string> argv;
+    std::optional<std::string> stdin_data;
+};
+
+enum class plan_kind {
+    spawn,            // run `steps` one after another; stop at the first failure
+    auth_start,       // interactive login in the background (fields: provider, profile_name, mode)
+    auth_paste,       // feed `value` to the flow of parent_command_id
+    auth_remove,      // delete a profile from every agent's auth store (field: profile_id)
+    set_agent_model,  // edit the agent's entry in the runtime config (agent_slug, model, thinking)
+    source_write,     // provider action (connection_id, action, params)
+    upload_file,      // write a file into the agent's workspace (path, content bytes, mode)
+};
+
+struct plan {
+    plan_kind kind = plan_kind::spawn;
+    std::vector<step> steps;
+    std::chrono::seconds timeout{120};
+    bool sync_secrets_first = false;  // provision: the agent's env file must exist first
+    std::string success_stdout;       // stored when the steps print nothing useful (fixed text)
+    std::map<std::string, std::string> fields;  // operands of the in-process kinds
+};
+
+/// Validates the command and returns what to do. Throws invalid_command.
+plan plan_command(const command_row& cmd, const runner_config& cfg);
+
+/// The payload patch that removes the secrets the command carries (spec, Authentication rule
+/// 6), or "" when there is nothing to scrub. Applied on success and on failure alike; `ok`
+/// says which (auth_set_api_key's base_url_applied is only true on success).
+std::string scrub_patch(const command_row& cmd, bool ok);
+
+/// Secret values the command carries (api_key, base_url, value, *_token): redacted from any
+/// output stored or logged.
+std::vector<std::string> payload_secrets(const command_row& cmd);
+
+/// Replaces every occurrence of each secret (4 bytes or longer) with "[redacted]".
+std::string redact(std::string text, const std::vector<std::string>& secrets);
+
+/// The tail of `text` of at most `limit` bytes, with a marker line when something was cut.
+std::string tail(const std::string& text, std::size_t limit);
+
+/// Text Postgres accepts: invalid UTF-8 and NUL bytes become U+FFFD.
+std::string clean_text(const std::string& bytes);
+
+/// Safe-format checks shared with tests.
+bool is_uuid(const std::string& s);
+bool is_agent_slug(const std::string& s);
+
+}  // namespace awp::runner

@@ -1,0 +1,47 @@
+// The command runner's configuration: what main parses and every part of the runner reads.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+namespace awp::runner {
+
+/// How gateway services are restarted and updated (spec: RUNTIME_MODE).
+enum class runtime_mode { container, service_manager };
+
+/// "container" / "docker" and "service_manager" / "systemd"; throws config_error otherwise.
+runtime_mode parse_runtime_mode(const std::string& text);
+const char* to_string(runtime_mode m) noexcept;
+
+struct runner_config {
+    std::string database_url;
+    std::string gateway_slug;   // GATEWAY_ID: this gateway's slug
+    std::string gateway_token;  // GATEWAY_TOKEN: first registration (secret)
+    std::string gateway_label;  // label given to consume_gateway_token
+    std::string tenant_id;      // TENANT_ID: only needed when the slug exists in several tenants
+    std::string state_dir;      // keeps the registration (gateway id and slug) across restarts
+    std::string instance;       // identity in leases and heartbeats
+    runtime_mode mode = runtime_mode::container;
+    int command_timeout_s = 120;  // COMMAND_TIMEOUT
+    std::string networking_mode = "local";
+    std::string agent_runtime = "openclaw";  // AGENT_RUNTIME
+    std::string compose_project = "awp";
+    std::string runtime_home;  // the runtime's state folder (openclaw.json, agents/, workspaces)
+    std::string secrets_dir;   // gateway.env and agents/<slug>.env
+    std::string scripts_dir;   // deploy/runtime: add/update/remove/update-all agent scripts
+    std::string repo_dir;      // service_manager update_gateway: the checkout to pull
+    std::string service_role_key;          // secret: derives the secrets key (enc:v1)
+    std::string hosted_secrets_key;        // secret: the 32-byte key itself, when set
+    int auth_timeout_s = 300;              // auth flow ceiling
+    int callback_port = 1455;              // the runtime's OAuth callback port
+    std::size_t output_limit = 16 * 1024;  // bytes kept per stream and command
+    double safety_poll_s = 30;             // also the heartbeat period
+    double secrets_interval_s = 300;
+    double drain_timeout_s = 20;
+
+    std::chrono::seconds command_timeout() const { return std::chrono::seconds(command_timeout_s); }
+    int lease_seconds() const { return command_timeout_s + 60; }
+};
+
+}  // namespace awp::runner

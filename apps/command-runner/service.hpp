@@ -1,0 +1,95 @@
+// The command runner service: registration, LISTEN + safety poll, lease -> start -> run ->
+// complete/fail one command at a time, auth flows in the background, heartbeat, secrets sync.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "actions.hpp"
+#include "awp/core/daemon.hpp"
+#include "awp/core/event.hpp"
+#include "awp/core/lease.hpp"
+#include "awp/core/notify.hpp"
+#include "awp/core/pg.hpp"
+#include "awp/core/process.hpp"
+#include "config.hpp"
+
+namespace awp::runner {
+
+namespace net = boost::asio;
+
+struct auth_flow;
+
+class runner_service : public core::daemon::service {
+public:
+    runner_service(net::io_context& ioc, runner_config cfg);
+    ~runner_service() override;
+
+    net::awaitable<void> run() override;
+    void request_stop() override;
+
+    /// LISTEN works and start-up recovery is done (READY=1 was sent).
+    bool ready() const noexcept { return ready_; }
+    const std::string& gateway_id() const noexcept { return gateway_id_; }
+    const std::string& gateway_slug() const noexcept { return slug_; }
+    std::uint64_t handled() const noexcept { return driver_ ? driver_->handled() : 0; }
+    std::size_t auth_flows() const noexcept { return flows_.size(); }
+
+private:
+    net::awaitable<void> register_gateway();
+    net::awaitable<void> heartbeat(core::pg::session& db);
+    net::awaitable<void> recover_dead_runs();
+    net::awaitable<void> sync_secrets_on(core::pg::session& db);
+    net::awaitable<void> housekeeping();
+
+    net::awaitable<std::optional<command_row>> lease();
+    net::awaitable<void> handle(command_row cmd);
+    net::awaitable<void> run_steps(command_row cmd, plan p);
+    net::awaitable<void> run_local(command_row cmd, plan p);
+    net::awaitable<void> run_source_write(command_row cmd, plan p);
+    net::awaitable<void> start_auth(command_row cmd, plan p);
+    net::awaitable<void> paste_auth(command_row cmd, plan p);
+    net::awaitable<void> auth_flow_main(std::shared_ptr<auth_flow> flow);
+
+    /// start_command; false (logged) when the lease was lost meanwhile.
+    net::awaitable<bool> start(core::pg::session& db, const command_row& cmd, int lease_seconds);
+    /// complete_command / fail_command, retried across a reconnect. Outputs must be clean text.
+    net::awaitable<void> complete(core::pg::session& db, command_row cmd, int exit_code,
+                                  std::string out, std::string err, std::string patch);
+    net::awaitable<void> fail(core::pg::session& db, command_row cmd, std::optional<int> exit_code,
+                              std::string error, std::string out, std::string err,
+                              std::string patch);
+    net::awaitable<bool> transition(core::pg::session& db, std::string what, std::string sql,
+                                    core::pg::params params, std::string command_id);
+    net::awaitable<void> patch_payload(core::pg::session& db, command_row cmd, std::string patch);
+
+    std::vector<std::string> redactions(const command_row& cmd) const;
+    std::string keep(const std::string& text, const std::vector<std::string>& secrets,
+                     std::size_t limit) const;
+    core::process::spawn_options child_options(std::vector<std::string> argv) const;
+
+    net::io_context& ioc_;
+    runner_config cfg_;
+    std::string slug_, gateway_id_, tenant_id_, secrets_key_;
+    std::string started_at_;
+    core::pg::session db_;     // the lease loop's connection (one command at a time)
+    core::pg::session hk_db_;  // heartbeat and periodic secrets sync
+    std::unique_ptr<core::listener> listener_;
+    std::unique_ptr<core::queue_driver<command_row>> driver_;
+    core::event housekeeping_wake_, flows_idle_;
+    std::map<std::string, std::shared_ptr<auth_flow>> flows_;
+    std::vector<std::string> secret_values_;  // decrypted secrets: redacted from every output
+    bool heartbeat_due_ = true, secrets_due_ = true;
+    std::chrono::steady_clock::time_point last_sync_{};
+    bool ready_ = false, stopping_ = false, housekeeping_done_ = false;
+};
+
+}  // namespace awp::runner

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# One benchmark run of awp-command-runner, printed side by side with its peers:
+#   pickup latency (insert -> running) over 1,000 commands with the real runner;
+#   queue-protocol throughput, 10,000 commands through lease -> start -> complete, 1 and 4 leasers,
+#     beside graphile-worker's no-op jobs (../shared/bench/peer-graphile.sh) and the Postgres
+#     limit (../shared/bench/pg-limit.sh);
+#   end-to-end commands/s of the real runner with a runtime that exits at once, beside the cost
+#     of the spawns alone;
+#   the idle runner's RSS, CPU and wake-ups between safety polls.
+# Usage: bench/runner/run.sh [build dir]   (the project cluster must be up: scripts/pg-cluster.sh)
+# PEERS=0 skips the peer scripts. Results also go to $OUT (default /tmp/awp-runner-bench).
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${1:-$REPO/build}
+BIN=$BUILD/bin
+OUT=${OUT:-/tmp/awp-runner-bench}
+SHARED=${SHARED:-$REPO/../shared/bench}
+PEERS=${PEERS:-1}
+LAT_N=${LAT_N:-1000}; PROTO_N=${PROTO_N:-10000}; E2E_N=${E2E_N:-2000}
+mkdir -p "$OUT"
+set -a; . "$REPO/.awp/cluster.env"; set +a
+
+db=awp_bench_runner_$$
+psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db TEMPLATE awp_test_template"
+cleanup() {
+  [[ -n ${runner_pid:-} ]] && kill "$runner_pid" 2>/dev/null && wait "$runner_pid" 2>/dev/null
+  psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+}
+trap cleanup EXIT
+ADMIN="${AWP_PG_ADMIN_DSN/dbname=awp/dbname=$db}"
+export DATABASE_URL="postgresql://awp_daemon:${AWP_PG_DAEMON_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$db"
+export BENCH_GATEWAY=bench BENCH_GATEWAY_ID=$(psql -X -qAt "$ADMIN" -c \
+  "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ('00000000-0000-0000-0000-000000000000', 'bench', 'bench', 'ready') RETURNING id" | head -1)
+
+start_runner() {  # a runtime that exits at once: /bin/true
+  GATEWAY_ID=bench AGENT_RUNTIME=/bin/true AWP_INSTANCE=bench-runner LOG_LEVEL=warn SAFETY_POLL=${1:-30} \
+    OPENCLAW_HOME=$OUT/home SECRETS_DIR=$OUT/secrets AWP_STATE_DIR=$OUT/state \
+    "$BIN/awp-command-runner" 2>>"$OUT/runner.log" &
+  runner_pid=$!
+  sleep 1
+}
+stop_runner() { kill "$runner_pid"; wait "$runner_pid" || true; runner_pid=; }
+
+echo "== awp-command-runner benchmark ($(nproc) cores, $(date -u +%FT%TZ))"
+start_runner 30
+# Idle: RSS and CPU over 20 s strictly between two safety polls (30 s), wake-ups = context switches.
+sleep 2
+ctx() { cat /proc/$runner_pid/task/*/status | awk '/voluntary_ctxt_switches/ {s += $2} END {print s}'; }
+cpu() { awk '{print $14 + $15}' /proc/$runner_pid/stat; }
+c0=$(ctx); t0=$(cpu); sleep 20; c1=$(ctx); t1=$(cpu)
+rss_kb=$(awk '/VmRSS/ {print $2}' /proc/$runner_pid/status)
+idle_wakeups=$((c1 - c0)); idle_cpu_ticks=$((t1 - t0))
+
+"$BIN/runner_bench" latency "$LAT_N" | tee "$OUT/latency.txt"
+psql -X -q "$ADMIN" -c "DELETE FROM agent_commands"
+"$BIN/runner_bench" e2e "$E2E_N" | tee "$OUT/e2e.txt"
+stop_runner
+"$BIN/runner_bench" spawn "$E2E_N" | tee "$OUT/spawn.txt"
+"$BIN/runner_bench" protocol "$PROTO_N" 1 | tee "$OUT/proto1.txt"
+"$BIN/runner_bench" protocol "$PROTO_N" 4 | tee "$OUT/proto4.txt"
+
+gw1=n/a; gw4=n/a; pgl=n/a
+if [[ $PEERS == 1 ]]; then
+  JOBS=$PROTO_N CONCS="1 4" LAT_SAMPLES=200 bash "$SHARED/peer-graphile.sh" >"$OUT/graphile.txt" 2>&1 || echo "graphile peer failed (see $OUT/graphile.txt)"
+  DUR=10 CLIENTS="1 4" bash "$SHARED/pg-limit.sh" >"$OUT/pglimit.txt" 2>&1 || echo "pg-limit failed (see $OUT/pglimit.txt)"
+fi
+
+val() { sed -n "s/.*$2=\([0-9.]*\).*/\1/p" "$OUT/$1" | head -1; }
+echo
+echo "== results"
+printf '%-52s %s\n' "pickup latency p50 / p99 (target <= 3 / 15 ms)" "$(val latency.txt p50_ms) / $(val latency.txt p99_ms) ms"
+printf '%-52s %s\n' "protocol lease->start->complete, 1 leaser" "$(val proto1.txt per_second) commands/s"
+printf '%-52s %s\n' "protocol lease->start->complete, 4 leasers" "$(val proto4.txt per_second) commands/s"
+if [[ -f $OUT/graphile.txt ]]; then
+  echo "graphile-worker (peer-graphile.sh):"; grep -iE 'default|conc|jobs/s' "$OUT/graphile.txt" | sed 's/^/    /' | head -12
+fi
+if [[ -f $OUT/pglimit.txt ]]; then
+  echo "Postgres limit (pg-limit.sh):"; grep -iE 'tps|clients|lease' "$OUT/pglimit.txt" | sed 's/^/    /' | head -12
+fi
+printf '%-52s %s\n' "end to end, runtime exits at once" "$(val e2e.txt per_second) commands/s"
+printf '%-52s %s\n' "spawns of /bin/true alone" "$(val spawn.txt per_second) spawns/s"
+printf '%-52s %s\n' "idle RSS (target <= 10 MB)" "$((rss_kb / 1024)).$(( (rss_kb % 1024) * 10 / 1024 )) MB"
+printf '%-52s %s\n' "idle CPU over 20 s" "$idle_cpu_ticks ticks ($(getconf CLK_TCK)/s)"
+printf '%-52s %s\n' "idle wake-ups in 20 s between safety polls" "$idle_wakeups"

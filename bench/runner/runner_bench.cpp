@@ -1,0 +1,178 @@
+// Benchmarks for awp-command-runner (bench/runner/run.sh drives them):
+//   protocol N LEASERS  - N commands through lease_command -> start_command -> complete_command,
+//                         the runner's own statements, no-op handler, LEASERS threads
+//   latency N           - N commands inserted one at a time while a real runner runs; pickup
+//                         latency = started_at - created_at (server clock), p50/p99
+//   e2e N               - N commands inserted at once; commands/s until the real runner finished
+//   all spawn N             - cost of N spawns of /bin/true through core::process::run
+// Environment: DATABASE_URL, BENCH_GATEWAY (slug), BENCH_GATEWAY_ID.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "awp/core/pg.hpp"
+#include "awp/core/process.hpp"
+
+namespace pg = awp::core::pg;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+std::string env(const char* name) {
+    const char* v = std::getenv(name);
+    if (!v) {
+        std::fprintf(stderr, "runner_bench: %s is not set\n", name);
+        std::exit(2);
+    }
+    return v;
+}
+
+void insert(pg::connection& c, const std::string& gateway_id, int n) {
+    c.exec(
+        "INSERT INTO agent_commands (tenant_id, gateway_id, action, status) "
+        "SELECT g.tenant_id, g.id, 'auth_list', 'pending' FROM gateways g, generate_series(1, $2) "
+        "WHERE g.id = $1",
+        {gateway_id, n});
+}
+
+double seconds_since(clk::time_point t) {
+    return std::chrono::duration<double>(clk::now() - t).count();
+}
+
+int protocol(int n, int leasers) {
+    const std::string dsn = env("DATABASE_URL"), slug = env("BENCH_GATEWAY"),
+                      gw = env("BENCH_GATEWAY_ID");
+    auto c = pg::connection::connect(dsn);
+    c.exec("DELETE FROM agent_commands WHERE gateway_id = $1", {gw});
+    insert(c, gw, n);
+    c.exec("VACUUM ANALYZE agent_commands");
+    std::atomic<int> done{0};
+    const auto t0 = clk::now();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < leasers; ++i) {
+        threads.emplace_back([&, i] {
+            auto conn = pg::connection::connect(dsn);
+            const std::string me = "bench-" + std::to_string(i);
+            for (;;) {
+                auto r = conn.exec(
+                    "SELECT id::text, lease_token::text FROM public.lease_command($1, $2, $3)",
+                    {180, slug, me});
+                if (r.empty()) break;
+                const std::string id(r.text(0, 0)), token(r.text(0, 1));
+                conn.exec(
+                    "SELECT 1 FROM public.start_command(p_command_id => $1::uuid, p_lease_token => "
+                    "$2::uuid, "
+                    "p_lease_seconds => $3::int)",
+                    {id, token, 180});
+                conn.exec(
+                    "SELECT 1 FROM public.complete_command(p_command_id => $1::uuid, p_exit_code "
+                    "=> 0, "
+                    "p_stdout => NULL, p_stderr => NULL, p_lease_token => $2::uuid, "
+                    "p_payload_patch => NULL)",
+                    {id, token});
+                ++done;
+            }
+        });
+    }
+    for (auto& t : threads) t.join();
+    const double s = seconds_since(t0);
+    std::printf("protocol leasers=%d commands=%d seconds=%.2f per_second=%.0f\n", leasers,
+                done.load(), s, done.load() / s);
+    return done.load() == n ? 0 : 1;
+}
+
+int latency(int n) {
+    const std::string gw = env("BENCH_GATEWAY_ID");
+    auto c = pg::connection::connect(env("DATABASE_URL"));
+    std::vector<double> ms;
+    for (int i = 0; i < n; ++i) {
+        const std::string id(
+            c.exec("INSERT INTO agent_commands (tenant_id, gateway_id, action, status) "
+                   "SELECT tenant_id, id, 'auth_list', 'pending' FROM gateways WHERE id = $1 "
+                   "RETURNING id::text",
+                   {gw})
+                .text(0, 0));
+        const auto deadline = clk::now() + std::chrono::seconds(10);
+        for (;;) {
+            auto r = c.exec(
+                "SELECT status::text, extract(epoch FROM started_at - created_at) * 1000 "
+                "FROM agent_commands WHERE id = $1",
+                {id});
+            const std::string st(r.text(0, 0));
+            if (st == "done" || st == "failed") {
+                ms.push_back(std::stod(std::string(r.text(0, 1))));
+                break;
+            }
+            if (clk::now() > deadline) {
+                std::fprintf(stderr, "latency: command %s not finished within 10 s\n", id.c_str());
+                return 1;
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(500));
+        }
+    }
+    std::sort(ms.begin(), ms.end());
+    auto pct = [&](double p) {
+        return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))];
+    };
+    std::printf("latency commands=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", n, pct(0.50),
+                pct(0.99), ms.back());
+    return 0;
+}
+
+int e2e(int n) {
+    const std::string gw = env("BENCH_GATEWAY_ID");
+    auto c = pg::connection::connect(env("DATABASE_URL"));
+    const auto t0 = clk::now();
+    insert(c, gw, n);
+    for (;;) {
+        const long left =
+            std::stol(std::string(c.exec("SELECT count(*) FROM agent_commands WHERE gateway_id = "
+                                         "$1 AND status NOT IN ('done', 'failed')",
+                                         {gw})
+                                      .text(0, 0)));
+        if (left == 0) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    const double s = seconds_since(t0);
+    std::printf("e2e commands=%d seconds=%.2f per_second=%.0f\n", n, s, n / s);
+    return 0;
+}
+
+int spawn(int n) {
+    awp::core::process::spawn_options o;
+    o.argv = {"/bin/true"};
+    const auto t0 = clk::now();
+    for (int i = 0; i < n; ++i) {
+        if (!awp::core::process::run(o).success()) return 1;
+    }
+    const double s = seconds_since(t0);
+    std::printf("spawn count=%d seconds=%.2f per_second=%.0f\n", n, s, n / s);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc < 3) {
+        std::fprintf(stderr,
+                     "usage: runner_bench protocol N LEASERS | latency N | e2e N | spawn N\n");
+        return 2;
+    }
+    const std::string mode = argv[1];
+    const int n = std::atoi(argv[2]);
+    try {
+        if (mode == "protocol") return protocol(n, argc > 3 ? std::atoi(argv[3]) : 1);
+        if (mode == "latency") return latency(n);
+        if (mode == "e2e") return e2e(n);
+        if (mode == "spawn") return spawn(n);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "runner_bench: %s\n", e.what());
+        return 1;
+    }
+    return 2;
+}

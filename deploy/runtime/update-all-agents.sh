@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# update-all-agents.sh: update-agent.sh for every workspace on this gateway; reports each.
+. "$(dirname "$0")/common.sh"
+failed=0; count=0
+shopt -s nullglob
+for ws in "$RUNTIME_HOME"/workspace-*; do
+  slug=${ws##*/workspace-}
+  count=$((count + 1))
+  if [[ -d $ws/.git || -f $ws/.git ]]; then
+    git -C "$ws" pull --ff-only || { echo "agent $slug: update failed" >&2; failed=$((failed + 1)); continue; }
+  fi
+  echo "agent $slug updated"
+done
+"$RUNTIME" gateway restart
+echo "$count agent(s), $failed failed"
+[[ $failed -eq 0 ]]

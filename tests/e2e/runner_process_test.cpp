@@ -1,0 +1,244 @@
+// End-to-end tests of awp-command-runner as a real process: kill -9 mid-command then restart
+// (the command ends failed, never runs twice), SIGTERM exits cleanly, bad config exits 78.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "awp/core/crypto.hpp"
+#include "awp/core/pg.hpp"
+#include "support/test_db.hpp"
+
+extern char** environ;
+
+namespace {
+
+namespace pg = awp::core::pg;
+using namespace std::chrono_literals;
+constexpr const char* kTenant = "00000000-0000-0000-0000-000000000000";
+
+std::string one(pg::connection& c, const std::string& sql, const pg::params& p = {}) {
+    auto r = c.exec(sql, p);
+    REQUIRE(r.size() == 1);
+    return r.is_null(0, 0) ? std::string("<null>") : std::string(r.text(0, 0));
+}
+
+bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds limit = 15s) {
+    const auto until = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < until) {
+        if (cond()) return true;
+        std::this_thread::sleep_for(20ms);
+    }
+    return cond();
+}
+
+/// The runner binary with extra environment; killed (SIGKILL) on destruction if still running.
+class runner_process {
+public:
+    explicit runner_process(const std::map<std::string, std::string>& env) {
+        std::vector<std::string> vars;
+        for (char** e = environ; *e; ++e) {
+            const std::string v(*e);
+            const auto name = v.substr(0, v.find('='));
+            if (!env.count(name)) vars.push_back(v);
+        }
+        for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
+        std::vector<char*> envp;
+        for (auto& v : vars) envp.push_back(v.data());
+        envp.push_back(nullptr);
+        std::string bin = std::string(AWP_BIN_DIR) + "/awp-command-runner";
+        char* argv[] = {bin.data(), nullptr};
+        REQUIRE(::posix_spawn(&pid_, bin.c_str(), nullptr, nullptr, argv, envp.data()) == 0);
+    }
+    ~runner_process() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            wait();
+        }
+    }
+    pid_t pid() const { return pid_; }
+    void signal(int sig) { ::kill(pid_, sig); }
+    /// Exit status (or 128 + signal), -1 if it did not end within the limit.
+    int wait(std::chrono::milliseconds limit = 20s) {
+        const auto until = std::chrono::steady_clock::now() + limit;
+        while (std::chrono::steady_clock::now() < until) {
+            int st = 0;
+            const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+            if (r == pid_) {
+                pid_ = -1;
+                return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            }
+            std::this_thread::sleep_for(20ms);
+        }
+        return -1;
+    }
+
+private:
+    pid_t pid_ = -1;
+};
+
+struct setup {
+    awp::test::scoped_database db;
+    pg::connection admin = db.admin();
+    std::filesystem::path root =
+        std::filesystem::temp_directory_path() / awp::test::random_name("awp-runner-e2e-");
+    std::string slug = awp::test::random_name("gw");
+    std::string gateway_id;
+    setup() {
+        std::filesystem::create_directories(root / "fake");
+        gateway_id = one(
+            admin,
+            "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, 'ready') "
+            "RETURNING id",
+            {kTenant, slug});
+    }
+    ~setup() {
+        std::error_code ec;
+        std::filesystem::remove_all(root, ec);
+    }
+    std::map<std::string, std::string> env(const std::string& instance) const {
+        return {{"DATABASE_URL", db.daemon_dsn()},
+                {"GATEWAY_ID", slug},
+                {"AWP_INSTANCE", instance},
+                {"AGENT_RUNTIME", std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime"},
+                {"FAKE_RUNTIME_DIR", (root / "fake").string()},
+                {"OPENCLAW_HOME", (root / "home").string()},
+                {"SECRETS_DIR", (root / "secrets").string()},
+                {"AWP_STATE_DIR", (root / "state").string()},
+                {"COMMAND_TIMEOUT", "60"},
+                {"LOG_LEVEL", "warn"}};
+    }
+    std::string enqueue(const std::string& action) {
+        return one(
+            admin,
+            "INSERT INTO agent_commands (tenant_id, gateway_id, action, status) VALUES ($1, $2, "
+            "$3::command_action, 'pending') RETURNING id",
+            {kTenant, gateway_id, action});
+    }
+    std::string status(const std::string& id) {
+        return one(admin, "SELECT status::text FROM agent_commands WHERE id = $1", {id});
+    }
+    std::size_t calls() const {
+        std::ifstream in(root / "fake" / "calls");
+        std::size_t n = 0;
+        std::string line;
+        while (std::getline(in, line)) ++n;
+        return n;
+    }
+};
+
+}  // namespace
+
+TEST_CASE(
+    "runner e2e: kill -9 mid-command, then restart: the command ends failed and never runs twice",
+    "[runner][e2e]") {
+    setup s;
+    std::ofstream(s.root / "fake" / "hang");
+    const std::string instance = awp::test::random_name("runner-e2e-");
+    std::string id;
+    {
+        runner_process r(s.env(instance));
+        id = s.enqueue("auth_list");
+        REQUIRE(eventually([&] { return s.status(id) == "running" && s.calls() == 1; }));
+        r.signal(SIGKILL);
+        CHECK(r.wait() == 128 + SIGKILL);
+    }
+    // The runtime the dead runner started is still around: stop it as an operator would.
+    {
+        std::ifstream in(s.root / "fake" / "child.pid");
+        pid_t child = 0;
+        in >> child;
+        if (child > 0) ::kill(-child, SIGKILL);
+    }
+    std::filesystem::remove(s.root / "fake" / "hang");
+    CHECK(s.status(id) == "running");
+
+    runner_process again(s.env(instance));
+    REQUIRE(eventually([&] { return s.status(id) == "failed"; }));
+    CHECK_THAT(
+        one(s.admin, "SELECT error_message FROM agent_commands WHERE id = $1", {id}),
+        Catch::Contains("stopped while the command was running") && Catch::Contains("not retried"));
+    const auto next = s.enqueue("auth_list");
+    REQUIRE(eventually([&] { return s.status(next) == "done"; }));
+    CHECK(s.calls() == 2);  // the killed command ran once, the new one once
+
+    again.signal(SIGTERM);
+    CHECK(again.wait() == 0);
+}
+
+TEST_CASE("runner e2e: a heartbeat marks the gateway seen; SIGTERM exits 0", "[runner][e2e]") {
+    setup s;
+    s.admin.exec("UPDATE gateways SET last_seen_at = NULL WHERE id = $1", {s.gateway_id});
+    runner_process r(s.env(awp::test::random_name("runner-e2e-")));
+    CHECK(eventually([&] {
+        return one(s.admin,
+                   "SELECT count(*) FROM daemon_heartbeats WHERE gateway_id = $1 AND daemon = "
+                   "'command-runner'",
+                   {s.gateway_id}) == "1";
+    }));
+    CHECK(one(s.admin, "SELECT last_seen_at IS NOT NULL FROM gateways WHERE id = $1",
+              {s.gateway_id}) == "t");
+    r.signal(SIGTERM);
+    CHECK(r.wait() == 0);
+}
+
+TEST_CASE("runner e2e: bad configuration exits 78 with a message", "[runner][e2e]") {
+    setup s;
+    {
+        auto env = s.env("x");
+        env["RUNTIME_MODE"] = "e2b";
+        runner_process r(env);
+        CHECK(r.wait() == 78);
+    }
+    {
+        auto env = s.env("x");
+        env["GATEWAY_ID"] = "";
+        runner_process r(env);  // no slug, no registration stored, no token
+        CHECK(r.wait() == 78);
+    }
+    {
+        auto env = s.env("x");
+        env["GATEWAY_ID"] = "no-such-gateway";
+        runner_process r(env);
+        CHECK(r.wait() == 78);
+    }
+}
+
+TEST_CASE("runner e2e: GATEWAY_TOKEN registers once; the restart reuses the stored registration",
+          "[runner][e2e]") {
+    setup s;
+    const std::string token = one(
+        s.admin,
+        "SELECT token FROM public.issue_gateway_token(p_tenant_id => $1::uuid, p_label => 'e2e')",
+        {kTenant});
+    const auto before = one(s.admin, "SELECT count(*) FROM gateways");
+    auto env = s.env(awp::test::random_name("runner-e2e-"));
+    env["GATEWAY_ID"] = "";
+    env["GATEWAY_TOKEN"] = token;
+    env["GATEWAY_LABEL"] = "e2e-box";
+    {
+        runner_process r(env);
+        REQUIRE(eventually(
+            [&] { return std::filesystem::exists(s.root / "state" / "registration.json"); }));
+        r.signal(SIGTERM);
+        CHECK(r.wait() == 0);
+    }
+    CHECK(std::stol(one(s.admin, "SELECT count(*) FROM gateways")) == std::stol(before) + 1);
+    runner_process again(env);  // the token is used up: only the stored registration lets it start
+    std::this_thread::sleep_for(1500ms);
+    CHECK(::kill(again.pid(), 0) == 0);
+    CHECK(std::stol(one(s.admin, "SELECT count(*) FROM gateways")) == std::stol(before) + 1);
+    again.signal(SIGTERM);
+    CHECK(again.wait() == 0);
+}

@@ -1,0 +1,658 @@
+// Integration tests of the command runner against a real database and real processes (the fake
+// runtime CLI, fake docker/systemctl on PATH): actions, validation, timeouts, auth flows,
+// scrubbing, secrets, source_write, gateway isolation, two runners, a Postgres restart.
+#include <signal.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
+#include <set>
+
+#include "runner_harness.hpp"
+#include "support/private_cluster.hpp"
+
+using namespace awp::runner_test;
+namespace runner = awp::runner;
+
+namespace {
+
+bool pid_dead(pid_t pid) {
+    if (::kill(pid, 0) != 0) return true;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto p = s.rfind(')');
+    return p != std::string::npos && p + 2 < s.size() && s[p + 2] == 'Z';
+}
+
+bool port_free(int port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+}
+
+}  // namespace
+
+TEST_CASE("runner: spawned actions call the runtime with the documented argv and record done",
+          "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    box.set("stdout", "{\"ok\":true}\n");
+    running_runner r(base_config(db, box, gw.slug));
+
+    const auto pairing = enqueue(admin, gw.id, "approve_pairing", R"({"pairing_code":"PAIR-1"})");
+    const auto models = enqueue(admin, gw.id, "list_models", R"({"provider":"openai"})");
+    const auto prompt =
+        enqueue(admin, gw.id, "execute_prompt", R"({"prompt":"$(touch /tmp/x); hi"})", gw.agent);
+    const auto session = enqueue(admin, gw.id, "start_session", "{}", gw.agent);
+    for (const auto& id : {pairing, models, prompt, session}) {
+        auto s = wait_finished(admin, id);
+        CHECK(s.status == "done");
+        CHECK(s.exit_code == "0");
+        CHECK_THAT(s.stdout_, Catch::Contains("\"ok\":true"));
+    }
+    const auto calls = box.calls();
+    REQUIRE(calls.size() == 4);
+    // Oldest first, one after another.
+    CHECK(calls[0] == std::vector<std::string>{"pairing", "approve", "telegram", "PAIR-1"});
+    CHECK(calls[1] == std::vector<std::string>{"models", "list", "--json", "--provider", "openai"});
+    CHECK(calls[2] == std::vector<std::string>{"agent", "--agent", gw.agent, "--message",
+                                               "$(touch /tmp/x); hi"});
+    CHECK(calls[3] == std::vector<std::string>{"sessions", "start", "--agent", gw.agent});
+}
+
+TEST_CASE(
+    "runner: provision runs add-agent.sh, which gets the agent's channel token from the secrets "
+    "sync",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    running_runner r(cfg);
+    // A channel token stored by the UI after the runner started: provision syncs first.
+    const std::string token = "tg-123456:SECRET";
+    admin.exec(
+        "INSERT INTO secrets (tenant_id, gateway_id, agent_id, key, encrypted_value) VALUES ($1, "
+        "$2, $3, "
+        "'TELEGRAM_BOT_TOKEN', $4)",
+        {kDefaultTenant, gw.id, gw.agent_id,
+         awp::core::crypto::encrypt_secret(token, cfg.service_role_key)});
+    box.set("echo_env", "");
+    const auto id =
+        enqueue(admin, gw.id, "provision", R"({"name":"Ana","model":"openai/gpt-5"})", gw.agent);
+    auto s = wait_finished(admin, id);
+    CHECK(s.status == "done");
+    const auto calls = box.calls();
+    REQUIRE(calls.size() == 3);
+    CHECK(calls[0][0] == "agents");
+    CHECK(calls[0][1] == "add");
+    CHECK(calls[0][2] == gw.agent);
+    CHECK(calls[1] == std::vector<std::string>{"channels", "add", "--channel", "telegram",
+                                               "--account", gw.agent, "--token-env",
+                                               "TELEGRAM_BOT_TOKEN"});
+    CHECK(calls[2] == std::vector<std::string>{"gateway", "restart"});
+    // The runtime saw the token in its environment, never in argv or in the row.
+    std::ifstream env(box.fake("env.2"));
+    std::string names((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    CHECK_THAT(names, Catch::Contains("TELEGRAM_BOT_TOKEN"));
+    CHECK_THAT(names, !Catch::Contains("DATABASE_URL"));
+    CHECK_THAT(s.stdout_ + s.stderr_ + s.payload, !Catch::Contains(token));
+}
+
+TEST_CASE(
+    "runner: invalid payloads and unknown agents end failed with a named problem; the runtime is "
+    "never called",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    running_runner r(base_config(db, box, gw.slug));
+    const auto a = enqueue(admin, gw.id, "approve_pairing", R"({"pairing_code":"x; rm -rf /"})");
+    const auto b = enqueue(admin, gw.id, "run_shell", R"({"argv":"rm -rf /"})");
+    const auto c = enqueue(admin, gw.id, "execute_prompt",
+                           R"({"prompt":"hi","timeout_seconds":"soon"})", gw.agent);
+    const auto d = enqueue(admin, gw.id, "start_session", "{}");
+    CHECK_THAT(wait_finished(admin, a).error, Catch::Contains("pairing_code"));
+    CHECK_THAT(wait_finished(admin, b).error, Catch::Contains("\"argv\""));
+    CHECK_THAT(wait_finished(admin, c).error, Catch::Contains("timeout_seconds"));
+    auto sd = wait_finished(admin, d);
+    CHECK(sd.status == "failed");
+    CHECK_THAT(sd.error, Catch::Contains("needs an agent"));
+    CHECK(box.calls().empty());
+}
+
+TEST_CASE("runner: the RUNTIME_MODE table reaches docker compose, systemctl and the runtime",
+          "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    using sv = std::vector<std::string>;
+    {
+        auto cfg = base_config(db, box, gw.slug);
+        cfg.compose_project = "awp-test";
+        running_runner r(cfg);
+        const auto a = enqueue(admin, gw.id, "restart_dispatcher");
+        const auto b = enqueue(admin, gw.id, "update_gateway");
+        CHECK(wait_finished(admin, a).status == "done");
+        CHECK(wait_finished(admin, b).status == "done");
+    }
+    {
+        auto cfg = base_config(db, box, gw.slug);
+        cfg.mode = runner::runtime_mode::service_manager;
+        running_runner r(cfg);
+        const auto a = enqueue(admin, gw.id, "restart_dispatcher");
+        const auto b = enqueue(admin, gw.id, "restart_gateway");
+        CHECK(wait_finished(admin, a).status == "done");
+        CHECK(wait_finished(admin, b).status == "done");
+        box.set("exit.systemctl", "5");
+        const auto c = enqueue(admin, gw.id, "restart_dispatcher");
+        auto sc = wait_finished(admin, c);
+        CHECK(sc.status == "failed");
+        CHECK(sc.exit_code == "5");
+        CHECK_THAT(sc.error, Catch::Contains("exited with code 5"));
+    }
+    const auto calls = box.calls();
+    REQUIRE(calls.size() == 6);
+    CHECK(calls[0] == sv{"docker", "compose", "-p", "awp-test", "restart", "awp-inbox-dispatcher"});
+    CHECK(calls[1] == sv{"docker", "compose", "-p", "awp-test", "pull"});
+    CHECK(calls[2] == sv{"docker", "compose", "-p", "awp-test", "up", "-d"});
+    CHECK(calls[3] == sv{"systemctl", "--user", "restart", "awp-inbox-dispatcher"});
+    CHECK(calls[4] == sv{"gateway", "restart"});
+}
+
+TEST_CASE("runner: COMMAND_TIMEOUT kills the whole process group and keeps the output tail",
+          "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    cfg.command_timeout_s = 2;
+    running_runner r(cfg);
+    box.set("hang");
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto id = enqueue(admin, gw.id, "auth_list");
+    auto s = wait_finished(admin, id, 20s);
+    CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+    CHECK(s.status == "failed");
+    CHECK(s.error == "timed out after 2 s (process group killed)");
+    CHECK(s.exit_code == "<null>");
+    CHECK_THAT(s.stdout_, Catch::Contains("working on it"));
+    std::ifstream in(box.fake("grandchild.pid"));
+    pid_t grandchild = 0;
+    in >> grandchild;
+    REQUIRE(grandchild > 0);
+    CHECK(eventually([&] { return pid_dead(grandchild); }, 5s));
+}
+
+TEST_CASE("runner: output kept per command is bounded, with a marker", "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    cfg.output_limit = 1000;
+    running_runner r(cfg);
+    box.set("stdout", std::string(50000, 'a') + "THE END\n");
+    auto s = wait_finished(admin, enqueue(admin, gw.id, "auth_list"));
+    CHECK(s.status == "done");
+    CHECK(s.stdout_.size() < 1100);
+    CHECK_THAT(s.stdout_, Catch::StartsWith("[... ") && Catch::EndsWith("THE END\n"));
+}
+
+TEST_CASE(
+    "runner: auth_set_api_key scrubs the key on success and on failure; it never reaches a row",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    running_runner r(base_config(db, box, gw.slug));
+    box.set("echo_secret");
+    const std::string key = "sk-live-0123456789abcdef";
+    const auto ok = enqueue(
+        admin, gw.id, "auth_set_api_key",
+        R"({"provider":"openai","api_key":")" + key + R"(","base_url":"http://127.0.0.1:9/v1"})");
+    auto s = wait_finished(admin, ok);
+    CHECK(s.status == "done");
+    CHECK_THAT(s.payload, Catch::Contains("\"api_key_scrubbed\": true") &&
+                              Catch::Contains("\"base_url_applied\": true"));
+    CHECK_THAT(s.payload, !Catch::Contains("api_key\": \"") && !Catch::Contains("127.0.0.1:9"));
+    CHECK_THAT(s.stdout_ + s.stderr_ + s.error, !Catch::Contains(key));
+    CHECK_THAT(s.stdout_, Catch::Contains("[redacted]"));
+    // The key went to the runtime on stdin, not in argv.
+    std::ifstream in(box.fake("stdin.1"));
+    std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(got == key);
+    for (const auto& arg : box.calls()[0]) CHECK(arg != key);
+
+    box.set("exit", "1");
+    box.set("stderr", "invalid key " + key + "\n");
+    const auto bad = enqueue(admin, gw.id, "auth_set_api_key",
+                             R"({"provider":"openai","api_key":")" + key + R"("})");
+    auto f = wait_finished(admin, bad);
+    CHECK(f.status == "failed");
+    CHECK_THAT(f.payload, Catch::Contains("\"api_key_scrubbed\": true") && !Catch::Contains(key));
+    CHECK_THAT(f.stdout_ + f.stderr_ + f.error, !Catch::Contains(key));
+    CHECK_THAT(f.error, Catch::Contains("exited with code 1"));
+
+    // Refused before running (bad provider): still scrubbed.
+    const auto refused = enqueue(admin, gw.id, "auth_set_api_key",
+                                 R"({"provider":"Bad Id","api_key":")" + key + R"("})");
+    auto rf = wait_finished(admin, refused);
+    CHECK(rf.status == "failed");
+    CHECK_THAT(rf.payload, !Catch::Contains(key));
+}
+
+TEST_CASE("runner: auth_start + auth_paste complete an OAuth paste-back login end to end",
+          "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    running_runner r(cfg);
+    box.set("echo_secret");
+    const auto start =
+        enqueue(admin, gw.id, "auth_start", R"({"provider":"openai","profile_name":"work"})");
+    REQUIRE(eventually(
+        [&] { return read_command(admin, start).payload.find("url_ready") != std::string::npos; }));
+    auto s = read_command(admin, start);
+    CHECK(s.status == "running");
+    CHECK_THAT(s.payload,
+               Catch::Contains("https://auth.example.test/oauth/authorize?client_id=abc"));
+    CHECK_THAT(s.payload, !Catch::Contains("autoCallback"));
+    // The runner holds the callback port so the runtime falls back to paste-back.
+    CHECK_FALSE(port_free(cfg.callback_port));
+
+    const std::string value = "http://localhost:1455/callback?code=SECRET-CODE-42&state=xyz";
+    const auto paste =
+        enqueue(admin, gw.id, "auth_paste",
+                R"({"parent_command_id":")" + start + R"(","value":")" + value + R"("})");
+    auto p = wait_finished(admin, paste);
+    CHECK(p.status == "done");
+    CHECK_THAT(p.payload,
+               Catch::Contains("\"value_scrubbed\": true") && !Catch::Contains("SECRET-CODE"));
+    auto done = wait_finished(admin, start);
+    CHECK(done.status == "done");
+    CHECK_THAT(done.payload, Catch::Contains("\"stage\": \"completed\"") &&
+                                 Catch::Contains("\"profileId\": \"openai:work\""));
+    CHECK_THAT(done.stdout_ + done.stderr_, !Catch::Contains("SECRET-CODE"));
+    std::ifstream in(box.fake("pasted"));
+    std::string pasted;
+    std::getline(in, pasted);
+    CHECK(pasted == value);
+    CHECK(eventually([&] { return port_free(cfg.callback_port); }, 5s));
+}
+
+TEST_CASE(
+    "runner: auth_start in local networking mode reports autoCallback and leaves the port alone",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    cfg.networking_mode = "local";
+    running_runner r(cfg);
+    const auto start = enqueue(admin, gw.id, "auth_start", R"({"provider":"openai"})");
+    REQUIRE(eventually(
+        [&] { return read_command(admin, start).payload.find("url_ready") != std::string::npos; }));
+    CHECK_THAT(read_command(admin, start).payload, Catch::Contains("\"autoCallback\": true"));
+    CHECK(port_free(cfg.callback_port));
+}
+
+TEST_CASE("runner: device-code login reports the code while polling, then completes", "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    running_runner r(base_config(db, box, gw.slug));
+    const auto start = enqueue(admin, gw.id, "auth_start",
+                               R"({"provider":"github-copilot","mode":"device_code"})");
+    REQUIRE(eventually(
+        [&] { return read_command(admin, start).payload.find("WDJB-MJHT") != std::string::npos; }));
+    auto s = read_command(admin, start);
+    CHECK_THAT(s.payload, Catch::Contains("\"stage\": \"polling\"") &&
+                              Catch::Contains("\"verificationCode\": \"WDJB-MJHT\"") &&
+                              Catch::Contains("https://auth.example.test/device"));
+    box.set("approve");
+    auto done = wait_finished(admin, start);
+    CHECK(done.status == "done");
+    CHECK_THAT(done.payload, Catch::Contains("\"profileId\": \"github-copilot:default\""));
+}
+
+TEST_CASE(
+    "runner: an auth flow ends failed at its ceiling; a paste for an unknown flow fails clearly",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    cfg.auth_timeout_s = 2;
+    running_runner r(cfg);
+    const auto start = enqueue(admin, gw.id, "auth_start", R"({"provider":"openai"})");
+    auto s = wait_finished(admin, start, 20s);
+    CHECK(s.status == "failed");
+    CHECK(s.error == "auth flow timed out after 2 s");
+    CHECK_THAT(s.payload, Catch::Contains("\"stage\": \"failed\"") && Catch::Contains("timed out"));
+
+    const auto paste =
+        enqueue(admin, gw.id, "auth_paste",
+                R"({"parent_command_id":")" + start + R"(","value":"code=LATE-VALUE"})");
+    auto p = wait_finished(admin, paste);
+    CHECK(p.status == "failed");
+    CHECK_THAT(p.error, Catch::Contains("no auth flow in progress for command " + start));
+    CHECK_THAT(p.payload,
+               Catch::Contains("\"value_scrubbed\": true") && !Catch::Contains("LATE-VALUE"));
+}
+
+TEST_CASE("runner: auth_start runs in the background while other commands go on", "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    running_runner r(base_config(db, box, gw.slug));
+    const auto start = enqueue(admin, gw.id, "auth_start", R"({"provider":"openai"})");
+    const auto other = enqueue(admin, gw.id, "auth_list");
+    CHECK(wait_finished(admin, other).status == "done");
+    CHECK(read_command(admin, start).status == "running");
+}
+
+TEST_CASE(
+    "runner: a secret written in the original product's format decrypts into the env files; "
+    "deleting it "
+    "removes it",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    // Made by Python `cryptography` (HKDF-SHA256, salt yourhq-secrets-v1, info aes-256-gcm, AESGCM)
+    // from service-role key "runner-test-service-role-key": plaintext tg-123:ABC'quote.
+    const std::string original =
+        "enc:v1:ZGVmZ2hpamtsbW5v._uXsWHbx7D948RceuUZGAQ.v5ZiNSqWWLYE__NOlMuerg";
+    const auto secret_id =
+        one(admin,
+            "INSERT INTO secrets (tenant_id, gateway_id, key, encrypted_value) VALUES ($1, $2, "
+            "'TELEGRAM_BOT_TOKEN', $3) RETURNING id",
+            {kDefaultTenant, gw.id, original});
+    admin.exec(
+        "INSERT INTO secrets (tenant_id, gateway_id, agent_id, key, encrypted_value) VALUES ($1, "
+        "$2, $3, "
+        "'AGENT_ONLY', $4)",
+        {kDefaultTenant, gw.id, gw.agent_id,
+         awp::core::crypto::encrypt_secret("agent-value", cfg.service_role_key)});
+    running_runner r(cfg);
+    const auto gw_env = box.root / "secrets" / "gateway.env";
+    const auto agent_env = box.root / "secrets" / "agents" / (gw.agent + ".env");
+    auto read = [](const std::filesystem::path& p) {
+        std::ifstream in(p);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    REQUIRE(
+        eventually([&] { return read(gw_env).find("TELEGRAM_BOT_TOKEN") != std::string::npos; }));
+    CHECK_THAT(read(gw_env), Catch::Contains("TELEGRAM_BOT_TOKEN='tg-123:ABC'\\''quote'"));
+    CHECK_THAT(read(agent_env), Catch::Contains("AGENT_ONLY='agent-value'") &&
+                                    Catch::Contains("TELEGRAM_BOT_TOKEN"));
+    CHECK((std::filesystem::status(gw_env).permissions() & std::filesystem::perms::all) ==
+          (std::filesystem::perms::owner_read | std::filesystem::perms::owner_write));
+    CHECK(eventually([&] {
+        return one(admin, "SELECT sync_status FROM secrets WHERE id = $1", {secret_id}) == "active";
+    }));
+
+    // The secrets NOTIFY triggers a sync: the deleted secret leaves the file.
+    admin.exec("DELETE FROM secrets WHERE id = $1", {secret_id});
+    CHECK(eventually([&] { return read(gw_env).find("TELEGRAM_BOT_TOKEN") == std::string::npos; }));
+    // A value that does not decrypt is marked, never written.
+    const auto bad = one(
+        admin,
+        "INSERT INTO secrets (tenant_id, gateway_id, key, encrypted_value) VALUES ($1, $2, 'BAD', "
+        "'enc:v1:AAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA.AAAA') RETURNING id",
+        {kDefaultTenant, gw.id});
+    CHECK(eventually([&] {
+        return one(admin, "SELECT sync_status FROM secrets WHERE id = $1", {bad}) == "error";
+    }));
+    CHECK_THAT(read(gw_env), !Catch::Contains("BAD="));
+}
+
+namespace {
+
+// A one-request-at-a-time HTTP server on 127.0.0.1 answering every POST with a fixed JSON body.
+class tiny_http {
+public:
+    tiny_http() : acceptor_(io_, {net::ip::make_address("127.0.0.1"), 0}) {
+        port_ = acceptor_.local_endpoint().port();
+        thread_ = std::thread([this] { serve(); });
+    }
+    ~tiny_http() {
+        stop_ = true;
+        boost::system::error_code ec;
+        net::ip::tcp::socket s(io_);
+        s.connect({net::ip::make_address("127.0.0.1"), port_}, ec);
+        thread_.join();
+    }
+    unsigned short port() const { return port_; }
+    std::vector<std::string> requests() {
+        std::lock_guard<std::mutex> l(m_);
+        return requests_;
+    }
+
+private:
+    void serve() {
+        while (!stop_) {
+            net::ip::tcp::socket s(io_);
+            boost::system::error_code ec;
+            acceptor_.accept(s, ec);
+            if (ec || stop_) break;
+            net::streambuf buf;
+            net::read_until(s, buf, "\r\n\r\n", ec);
+            std::string req(net::buffers_begin(buf.data()), net::buffers_end(buf.data()));
+            const auto cl = req.find("Content-Length: ");
+            if (cl != std::string::npos) {
+                const auto len = std::stoul(req.substr(cl + 16));
+                const auto have = req.size() - (req.find("\r\n\r\n") + 4);
+                if (have < len) {
+                    std::string rest(len - have, '\0');
+                    net::read(s, net::buffer(rest), ec);
+                    req += rest;
+                }
+            }
+            {
+                std::lock_guard<std::mutex> l(m_);
+                requests_.push_back(req);
+            }
+            const std::string body = R"({"created":true,"id":"ext-1"})";
+            const std::string resp =
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+                std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+            net::write(s, net::buffer(resp), ec);
+        }
+    }
+    net::io_context io_;
+    net::ip::tcp::acceptor acceptor_;
+    unsigned short port_ = 0;
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+    std::mutex m_;
+    std::vector<std::string> requests_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "runner: source_write needs a writable connection and calls the provider with the gateway's "
+    "credentials",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    tiny_http server;
+    auto cfg = base_config(db, box, gw.slug);
+    const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/api";
+    const auto writable =
+        one(admin,
+            "INSERT INTO source_connections (tenant_id, provider, writable, config) VALUES ($1, "
+            "'http_json', true, jsonb_build_object('url', $2::text)) RETURNING id",
+            {kDefaultTenant, url});
+    const auto readonly =
+        one(admin,
+            "INSERT INTO source_connections (tenant_id, provider, writable, config) VALUES ($1, "
+            "'http_json', false, jsonb_build_object('url', $2::text)) RETURNING id",
+            {kDefaultTenant, url});
+    std::string key_name = "HTTP_JSON_SOURCE_" + writable.substr(0, 8);
+    for (auto& ch : key_name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    admin.exec(
+        "INSERT INTO secrets (tenant_id, gateway_id, key, encrypted_value) VALUES ($1, $2, $3, $4)",
+        {kDefaultTenant, gw.id, key_name,
+         awp::core::crypto::encrypt_secret("src-api-key-77", cfg.service_role_key)});
+    running_runner r(cfg);
+
+    const auto refused = enqueue(
+        admin, gw.id, "source_write",
+        R"({"connection_id":")" + readonly + R"(","action":"create_page","params":{"t":1}})");
+    auto f = wait_finished(admin, refused);
+    CHECK(f.status == "failed");
+    CHECK_THAT(f.error, Catch::Contains("not writable"));
+    CHECK(server.requests().empty());
+
+    const auto ok = enqueue(admin, gw.id, "source_write",
+                            R"({"connection_id":")" + writable +
+                                R"(","action":"create_page","params":{"title":"Hi"}})");
+    auto s = wait_finished(admin, ok);
+    CHECK(s.status == "done");
+    CHECK(s.stdout_ == R"({"created":true,"id":"ext-1"})");
+    const auto reqs = server.requests();
+    REQUIRE(reqs.size() == 1);
+    CHECK_THAT(reqs[0], Catch::StartsWith("POST /api/create_page HTTP/1.1") &&
+                            Catch::Contains("Bearer src-api-key-77") &&
+                            Catch::EndsWith(R"({"title":"Hi"})"));
+
+    // The test double provider, and an unknown provider.
+    const auto dbl = one(
+        admin,
+        "INSERT INTO source_connections (tenant_id, provider, writable) VALUES ($1, 'test', true) "
+        "RETURNING id",
+        {kDefaultTenant});
+    auto t = wait_finished(admin, enqueue(admin, gw.id, "source_write",
+                                          R"({"connection_id":")" + dbl +
+                                              R"(","action":"append","params":{"a":[1]}})"));
+    CHECK(t.stdout_ ==
+          R"({"provider":"test","action":"append","params":{"a":[1]},"has_api_key":false})");
+    auto tf = wait_finished(
+        admin, enqueue(admin, gw.id, "source_write",
+                       R"({"connection_id":")" + dbl + R"(","action":"fail","params":{}})"));
+    CHECK(tf.status == "failed");
+    CHECK_THAT(tf.error, Catch::Contains("always fails"));
+}
+
+TEST_CASE("runner: set_agent_model, auth_remove and upload_file change the runtime's files",
+          "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    const auto home = box.root / "home";
+    std::ofstream(home / "openclaw.json") << R"({"agents":{"list":[{"id":"ws/)" << gw.agent
+                                          << R"(","model":"a/b"},{"id":"other"}]}})";
+    std::filesystem::create_directories(home / "agents" / "x" / "agent");
+    std::ofstream(home / "agents" / "x" / "agent" / "auth-profiles.json")
+        << R"({"profiles":{"openai:work":{"k":1},"anthropic:default":{}}})";
+    std::filesystem::create_directories(home / ("workspace-" + gw.agent));
+    running_runner r(cfg);
+    auto read = [](const std::filesystem::path& p) {
+        std::ifstream in(p);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    auto m = wait_finished(admin, enqueue(admin, gw.id, "set_agent_model",
+                                          R"({"agent_slug":")" + gw.agent +
+                                              R"(","model":"openai/gpt-5","thinking":"high"})"));
+    CHECK(m.status == "done");
+    CHECK_THAT(read(home / "openclaw.json"), Catch::Contains("\"model\": \"openai/gpt-5\"") &&
+                                                 Catch::Contains("\"thinkingDefault\": \"high\""));
+    auto rm = wait_finished(
+        admin, enqueue(admin, gw.id, "auth_remove", R"({"profile_id":"openai:work"})"));
+    CHECK(rm.status == "done");
+    CHECK_THAT(read(home / "agents" / "x" / "agent" / "auth-profiles.json"),
+               !Catch::Contains("openai:work") && Catch::Contains("anthropic:default"));
+    auto rm2 = wait_finished(
+        admin, enqueue(admin, gw.id, "auth_remove", R"({"profile_id":"openai:work"})"));
+    CHECK(rm2.status == "failed");
+    CHECK_THAT(rm2.error, Catch::Contains("not found"));
+    auto up = wait_finished(
+        admin,
+        enqueue(admin, gw.id, "upload_file",
+                R"({"path":"notes/a.txt","content":"aGVsbG8=","encoding":"base64"})", gw.agent));
+    CHECK(up.status == "done");
+    CHECK(read(home / ("workspace-" + gw.agent) / "notes" / "a.txt") == "hello");
+}
+
+TEST_CASE("runner: a command of another gateway is never touched", "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture mine(admin, "ana"), other(admin, "bob");
+    sandbox box;
+    running_runner r(base_config(db, box, mine.slug));
+    const auto theirs = enqueue(admin, other.id, "auth_list");
+    const auto ours = enqueue(admin, mine.id, "auth_list");
+    CHECK(wait_finished(admin, ours).status == "done");
+    CHECK(one(admin, "SELECT status::text || '/' || attempts FROM agent_commands WHERE id = $1",
+              {theirs}) == "pending/0");
+    CHECK(box.calls().size() == 1);
+}
+
+TEST_CASE("runner: two runners on one gateway never run a command twice", "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    running_runner a(base_config(db, box, gw.slug));
+    running_runner b(base_config(db, box, gw.slug));
+    constexpr int kCommands = 60;
+    std::vector<std::string> ids;
+    for (int i = 0; i < kCommands; ++i) {
+        ids.push_back(enqueue(admin, gw.id, "list_models",
+                              R"({"provider":"p)" + std::to_string(i) + R"("})"));
+    }
+    for (const auto& id : ids) CHECK(wait_finished(admin, id, 30s).status == "done");
+    std::multiset<std::string> providers;
+    for (const auto& c : box.calls()) providers.insert(c.at(4));
+    CHECK(providers.size() == kCommands);
+    for (int i = 0; i < kCommands; ++i) CHECK(providers.count("p" + std::to_string(i)) == 1);
+    CHECK(one(admin, "SELECT count(DISTINCT leased_by) FROM agent_commands WHERE gateway_id = $1",
+              {gw.id}) == "2");
+}
+
+TEST_CASE("runner: Postgres restarted under a running runner: it reconnects and goes on",
+          "[runner][restart]") {
+    awp::test::private_cluster pgc(true);
+    auto admin = pg::connection::connect(pgc.dsn());
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(pgc.dsn(), box, gw.slug);
+    running_runner r(cfg);
+    CHECK(wait_finished(admin, enqueue(admin, gw.id, "auth_list")).status == "done");
+    pgc.restart();
+    admin = pg::connection::connect(pgc.dsn());
+    const auto after = enqueue(admin, gw.id, "auth_list");
+    // The reconnect re-scans: the command inserted while the listener was away is picked up.
+    CHECK(wait_finished(admin, after, 20s).status == "done");
+    CHECK(box.calls().size() == 2);
+}
