@@ -1,20 +1,29 @@
-// awp-inbox-dispatcher: placeholder until its issue (#5) lands: connects, reports ready, stops on
-// SIGTERM.
+// awp-inbox-dispatcher: wakes the agents of one gateway for their inbox items, one item per
+// agent at a time, and completes or fails each item with the wake's outcome.
+#include <iostream>
+
 #include <boost/asio/io_context.hpp>
 
 #include "awp/core/daemon.hpp"
-#include "awp/core/placeholder_service.hpp"
+#include "awp/core/error.hpp"
+#include "config.hpp"
+#include "service.hpp"
 
 int main(int argc, char** argv) {
     namespace daemon = awp::core::daemon;
-    daemon::common_config common;
-    daemon::cli cli(
-        "awp-inbox-dispatcher",
-        "awp-inbox-dispatcher (placeholder: it only connects to Postgres, reports ready and "
-        "stops cleanly; its real work lands with issue #5)");
-    cli.add_common(common);
-    if (auto code = cli.parse(argc, argv, &common)) return *code;
-    boost::asio::io_context ioc;
-    daemon::placeholder_service svc(ioc, common.database_url);
-    return daemon::run(ioc, svc, common.drain_timeout());
+    awp::dispatcher::config cfg;
+    daemon::cli cli("awp-inbox-dispatcher",
+                    "awp-inbox-dispatcher: leases the inbox items of the agents on this gateway "
+                    "and wakes each agent through the agent runtime CLI");
+    awp::dispatcher::add_options(cli, cfg);
+    if (auto code = cli.parse(argc, argv, &cfg.common)) return *code;
+    try {
+        cfg.validate();
+    } catch (const awp::core::config_error& e) {
+        std::cerr << "awp-inbox-dispatcher: " << e.what() << "\n";
+        return daemon::kExitConfig;
+    }
+    boost::asio::io_context ioc(1);
+    awp::dispatcher::service svc(ioc, cfg);
+    return daemon::run(ioc, svc, cfg.common.drain_timeout());
 }

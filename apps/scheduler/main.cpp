@@ -1,18 +1,19 @@
-// awp-scheduler: placeholder until its issue (#5) lands: connects, reports ready, stops on SIGTERM.
+// awp-scheduler: every minute boundary, one of the running schedulers spawns due routine items,
+// escalates overdue tasks and reaps expired leases.
 #include <boost/asio/io_context.hpp>
 
 #include "awp/core/daemon.hpp"
-#include "awp/core/placeholder_service.hpp"
+#include "service.hpp"
 
 int main(int argc, char** argv) {
     namespace daemon = awp::core::daemon;
-    daemon::common_config common;
+    awp::scheduler::config cfg;
     daemon::cli cli("awp-scheduler",
-                    "awp-scheduler (placeholder: it only connects to Postgres, reports ready and "
-                    "stops cleanly; its real work lands with issue #5)");
-    cli.add_common(common);
-    if (auto code = cli.parse(argc, argv, &common)) return *code;
-    boost::asio::io_context ioc;
-    daemon::placeholder_service svc(ioc, common.database_url);
-    return daemon::run(ioc, svc, common.drain_timeout());
+                    "awp-scheduler: runs the routine schedule, overdue escalation and lease "
+                    "reaping once per minute across all schedulers");
+    awp::scheduler::add_options(cli, cfg);
+    if (auto code = cli.parse(argc, argv, &cfg.common)) return *code;
+    boost::asio::io_context ioc(1);
+    awp::scheduler::service svc(ioc, cfg);
+    return daemon::run(ioc, svc, cfg.common.drain_timeout());
 }

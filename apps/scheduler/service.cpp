@@ -1,0 +1,274 @@
+// The scheduler's ticks: claim (advisory locks), run the three maintenance functions, log.
+#include "service.hpp"
+
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "awp/core/log.hpp"
+#include "awp/core/time.hpp"
+
+namespace awp::scheduler {
+
+namespace log = core::log;
+namespace pg = core::pg;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kDaemon = "scheduler";
+constexpr const char* kVersion = "0.1.0";
+// Advisory lock space of the scheduler: (kLockClass, tick mod 2^31-1) claims a tick,
+// (kLockClass, -1) serialises the work of the ticks.
+constexpr int kLockClass = 0x61777073;  // "awps"
+constexpr int kWorkKey = -1;
+
+constexpr const char* kHeartbeatSql = R"(
+SELECT h.gateway_status::text FROM public.daemon_heartbeat($1, $2, $3, $4::integer, $5,
+  $6::timestamptz, $7::jsonb, $8::uuid) h)";
+
+int tick_key(std::int64_t n) { return static_cast<int>(n % 2147483647); }
+
+}  // namespace
+
+void add_options(core::daemon::cli& cli, config& c) {
+    cli.add_common(c.common);
+    auto& app = cli.app();
+    app.add_option("--tick-interval", c.tick_interval_s,
+                   "Seconds between ticks; ticks fall on multiples of it since the epoch "
+                   "(60: every minute boundary; shorter only for tests)")
+        ->envname("TICK_INTERVAL")
+        ->check(CLI::Range(0.2, 3600.0))
+        ->capture_default_str();
+    app.add_option("--gateway", c.gateway, "Gateway (slug or id) the heartbeat is filed under")
+        ->envname("GATEWAY_ID")
+        ->capture_default_str();
+    app.add_option("--tenant-id", c.tenant_id, "Tenant of that gateway when its slug is ambiguous")
+        ->envname("TENANT_ID");
+    app.add_option("--heartbeat-interval", c.heartbeat_s, "Seconds between heartbeats")
+        ->envname("HEARTBEAT_INTERVAL")
+        ->check(CLI::Range(0.1, 3600.0))
+        ->capture_default_str();
+}
+
+service::service(net::io_context& ioc, config cfg)
+    : ioc_(ioc),
+      cfg_(std::move(cfg)),
+      started_at_(core::now_iso8601_utc()),
+      db_(cfg_.common.database_url, "tick"),
+      heartbeat_db_(cfg_.common.database_url, "heartbeat"),
+      tick_timer_(ioc),
+      heartbeat_timer_(ioc),
+      heartbeat_done_(ioc.get_executor()) {}
+
+void service::request_stop() {
+    stopping_ = true;
+    tick_timer_.cancel();
+    heartbeat_timer_.cancel();
+}
+
+std::int64_t service::tick_of(std::chrono::system_clock::time_point t) const {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+    return ms / cfg_.tick_interval().count();
+}
+
+std::chrono::system_clock::time_point service::start_of(std::int64_t n) const {
+    return std::chrono::system_clock::time_point(
+        std::chrono::milliseconds(n * cfg_.tick_interval().count()));
+}
+
+net::awaitable<tick_counts> service::run_tick(std::int64_t n) {
+    tick_counts out;
+    out.tick = n;
+    pg::connection* c = co_await db_.get();
+
+    // The claim: a session-level lock on this tick, kept until the next tick is claimed, so a
+    // scheduler whose clock runs late cannot run the same tick again after we finished it.
+    if (held_tick_ != n) {
+        auto claim = co_await c->async_query("SELECT pg_try_advisory_lock($1::int, $2::int)",
+                                             kLockClass, tick_key(n));
+        if (!claim.get<bool>(0, 0)) co_return out;
+        if (held_tick_) {
+            co_await c->async_query("SELECT pg_advisory_unlock($1::int, $2::int)", kLockClass,
+                                    tick_key(*held_tick_));
+        }
+        held_tick_ = n;
+    } else if (last_tick_ == n) {
+        co_return out;  // already ran it
+    }
+
+    co_await c->async_exec("BEGIN");
+    // The work itself never runs in two schedulers at once (a catch-up tick of one beside the
+    // current tick of another): the tick is ours, so wait for the other to finish.
+    co_await c->async_exec("SET LOCAL lock_timeout = '60s'");
+    co_await c->async_query("SELECT pg_advisory_xact_lock($1::int, $2::int)", kLockClass, kWorkKey);
+    out.ran = true;
+    struct step {
+        const char* name;
+        const char* sql;
+    };
+    const step steps[] = {
+        {"spawn_routine_schedule_items", "SELECT public.spawn_routine_schedule_items()"},
+        {"escalate_overdue_tasks", "SELECT public.escalate_overdue_tasks()"},
+        {"reap_expired_leases",
+         "SELECT commands_requeued, commands_failed, inbox_retried, inbox_dead_lettered, "
+         "knowledge_released FROM public.reap_expired_leases()"},
+    };
+    for (const auto& s : steps) {
+        co_await c->async_exec("SAVEPOINT tick_step");
+        std::string failure;
+        pg::result r;
+        try {
+            r = co_await c->async_exec(s.sql);
+        } catch (const pg::connection_error&) {
+            throw;
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        if (!failure.empty()) {
+            // One broken step must not stop the others.
+            co_await c->async_exec("ROLLBACK TO SAVEPOINT tick_step");
+            log::error("tick step failed",
+                       {{"tick", out.tick}, {"step", s.name}, {"error", failure}});
+            out.errors += (out.errors.empty() ? "" : ",") + std::string(s.name);
+            continue;
+        }
+        co_await c->async_exec("RELEASE SAVEPOINT tick_step");
+        if (r.empty()) continue;
+        const std::string_view name = s.name;
+        if (name == "spawn_routine_schedule_items") {
+            out.routine_items = r.get_optional<int>(0, 0).value_or(0);
+        } else if (name == "escalate_overdue_tasks") {
+            out.overdue_missed = r.get_optional<int>(0, 0).value_or(0);
+        } else {
+            out.commands_requeued = r.get_optional<int>(0, 0).value_or(0);
+            out.commands_failed = r.get_optional<int>(0, 1).value_or(0);
+            out.inbox_retried = r.get_optional<int>(0, 2).value_or(0);
+            out.inbox_dead_lettered = r.get_optional<int>(0, 3).value_or(0);
+            out.knowledge_released = r.get_optional<int>(0, 4).value_or(0);
+        }
+    }
+    co_await c->async_exec("COMMIT");
+    last_tick_ = n;
+    co_return out;
+}
+
+net::awaitable<void> service::run() {
+    auto ex = co_await net::this_coro::executor;
+    co_await db_.get();
+    log::info("ready", {{"tick_interval_ms", static_cast<long>(cfg_.tick_interval().count())}});
+    core::daemon::notify_ready();
+    net::co_spawn(ex, heartbeat_loop(), [this](std::exception_ptr e) {
+        if (e) {
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& err) {
+                log::error("heartbeat loop ended with an error", {{"error", err.what()}});
+            }
+        }
+        heartbeat_done_.set();
+    });
+
+    // The first tick runs at once: after downtime, whatever came due meanwhile fires now (once:
+    // spawn_routine_schedule_items moves each routine past now()), not at the next boundary.
+    std::int64_t n = tick_of(std::chrono::system_clock::now());
+    bool first = true;
+    while (!stopping_) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::string failure;
+        bool broken = false;
+        tick_counts counts;
+        try {
+            counts = co_await run_tick(n);
+        } catch (const pg::connection_error& e) {
+            failure = e.what();
+            broken = true;
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        if (broken) {
+            db_.reset();  // the claim went with the connection
+            held_tick_.reset();
+        } else if (!failure.empty()) {
+            // Leave no aborted transaction behind for the next tick.
+            try {
+                co_await db_.exec("ROLLBACK");
+            } catch (const std::exception&) {
+                db_.reset();
+                held_tick_.reset();
+            }
+        }
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count();
+        if (!failure.empty()) {
+            log::warn("tick failed", {{"tick", n}, {"error", failure}});
+        } else if (counts.ran) {
+            ++ticks_run_;
+            log::info("tick", {{"tick", n},
+                               {"catch_up", first},
+                               {"routine_items", counts.routine_items},
+                               {"overdue_missed", counts.overdue_missed},
+                               {"commands_requeued", counts.commands_requeued},
+                               {"commands_failed", counts.commands_failed},
+                               {"inbox_retried", counts.inbox_retried},
+                               {"inbox_dead_lettered", counts.inbox_dead_lettered},
+                               {"knowledge_released", counts.knowledge_released},
+                               {"errors", counts.errors},
+                               {"duration_ms", static_cast<long>(ms)}});
+        } else {
+            ++ticks_skipped_;
+            log::info("tick skipped: another scheduler has it", {{"tick", n}});
+        }
+        first = false;
+
+        // Sleep to the next boundary. Ticks missed while this process was suspended or the
+        // database was down are not replayed one by one: the next tick catches up.
+        const std::int64_t next = std::max(n + 1, tick_of(std::chrono::system_clock::now()) + 1);
+        const auto wait = start_of(next) - std::chrono::system_clock::now();
+        tick_timer_.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::max(wait, std::chrono::system_clock::duration::zero())));
+        boost::system::error_code ec;
+        co_await tick_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
+        n = std::max(next, tick_of(std::chrono::system_clock::now()));
+    }
+    heartbeat_timer_.cancel();
+    co_await heartbeat_done_.wait();
+}
+
+net::awaitable<void> service::heartbeat_loop() {
+    bool warned = false;
+    std::optional<std::string> tenant;
+    if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
+    while (!stopping_) {
+        const std::string meta = "{\"last_tick\":" + std::to_string(last_tick_) +
+                                 ",\"ticks_run\":" + std::to_string(ticks_run_) +
+                                 ",\"ticks_skipped\":" + std::to_string(ticks_skipped_) + "}";
+        std::string failure;
+        try {
+            co_await heartbeat_db_.query(kHeartbeatSql, cfg_.gateway, kDaemon, cfg_.common.instance,
+                                         static_cast<int>(::getpid()), kVersion, started_at_, meta,
+                                         tenant);
+            warned = false;
+        } catch (const pg::connection_error& e) {
+            heartbeat_db_.reset();
+            failure = e.what();
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        if (!failure.empty() && !warned) {
+            log::warn("heartbeat failed", {{"gateway", cfg_.gateway}, {"error", failure}});
+            warned = true;
+        }
+        if (stopping_) break;
+        heartbeat_timer_.expires_after(cfg_.heartbeat());
+        boost::system::error_code ec;
+        co_await heartbeat_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
+    }
+}
+
+}  // namespace awp::scheduler
