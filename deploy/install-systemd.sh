@@ -1,0 +1,177 @@
+#!/usr/bin/env bash
+# Sets up the awp daemons as systemd units on this host, as system units (user `awp`, settings in
+# /etc/awp) or as user units of the calling user (--user; settings in ~/.config/awp): renders the
+# units unless a package already installed them, writes the settings files (mode 0600, secrets
+# generated, never overwritten), reloads systemd and enables awp.target. See docs/operations.md.
+#
+#   install-systemd.sh [--system|--user] [--bindir DIR] [--datadir DIR] [--now] [--no-enable]
+#   install-systemd.sh --render-only DIR [--system|--user] [--bindir DIR] [--datadir DIR]
+#   install-systemd.sh ... --root DIR    (stage into DIR: no useradd, no systemctl; for tests)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mode=system
+bindir='' datadir='' docdir='' root='' render_only='' now=0 enable=1
+daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
+
+die() { echo "install-systemd: $*" >&2; exit 2; }
+say() { echo "install-systemd: $*" >&2; }
+usage() { sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+
+while (($#)); do
+  case $1 in
+    --system) mode=system ;;
+    --user) mode=user ;;
+    --bindir) bindir=${2:?--bindir needs a value}; shift ;;
+    --datadir) datadir=${2:?--datadir needs a value}; shift ;;
+    --docdir) docdir=${2:?--docdir needs a value}; shift ;;
+    --root) root=${2:?--root needs a value}; shift ;;
+    --render-only) render_only=${2:?--render-only needs a value}; shift ;;
+    --now) now=1 ;;
+    --no-enable) enable=0 ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+  shift
+done
+
+# Templates: deploy/systemd in a checkout, <prefix>/share/awp/systemd once installed.
+templates=$here/systemd
+[[ -f $templates/awp.target.in ]] || die "unit templates not found in $templates"
+
+# Where the binaries and the data (runtime scripts, agent templates) are: an installed prefix
+# (share/awp -> ../../bin), a checkout's build (deploy -> ../build/bin), else the PATH.
+if [[ -z $bindir ]]; then
+  for b in "$here/../../bin" "$here/../build/bin" "$(dirname "$(command -v awp-api-gateway 2>/dev/null || echo /nonexistent/x)")"; do
+    if [[ -x $b/awp-api-gateway ]]; then bindir=$(cd "$b" && pwd); break; fi
+  done
+  [[ -n $bindir ]] || die "no awp-api-gateway found; build first or pass --bindir"
+fi
+[[ $bindir = /* ]] || bindir=$(cd "$bindir" && pwd)
+# Both layouts keep runtime/ and templates/ beside this script.
+datadir=${datadir:-$here}
+if [[ -z $docdir ]]; then
+  if [[ -d $here/../docs ]]; then docdir=$(cd "$here/../docs" && pwd); else docdir=$(cd "$here/../doc/awp" 2>/dev/null && pwd || echo /usr/share/doc/awp); fi
+fi
+
+render() {  # render <mode> <out dir>
+  local m=$1 out=$2 run_as wanted_by runtime_rw f name
+  if [[ $m == system ]]; then
+    run_as='User=awp\nGroup=awp'
+    wanted_by=multi-user.target
+    runtime_rw="# The agent runtime's home is the awp user's home, /var/lib/awp: inside StateDirectory."
+  else
+    run_as='# Runs as the user of this user manager.'
+    wanted_by=default.target
+    runtime_rw='ReadWritePaths=-%h/.openclaw'
+  fi
+  mkdir -p "$out"
+  for f in "$templates"/*.in; do
+    name=$(basename "$f" .in)
+    sed -e "s|@AWP_BINDIR@|$bindir|g" -e "s|@AWP_DATADIR@|$datadir|g" \
+        -e "s|@AWP_DOCDIR@|$docdir|g" -e "s|@AWP_RUN_AS@|$run_as|g" \
+        -e "s|@AWP_WANTED_BY@|$wanted_by|g" -e "s|@AWP_RUNTIME_RW@|$runtime_rw|g" \
+        "$f" >"$out/$name.tmp"
+    chmod 0644 "$out/$name.tmp"
+    mv -f "$out/$name.tmp" "$out/$name"
+  done
+}
+
+if [[ -n $render_only ]]; then
+  render "$mode" "$render_only"
+  exit 0
+fi
+
+staged=0
+[[ -n $root ]] && staged=1
+if ((staged == 0)) && [[ $mode == system && $(id -u) -ne 0 ]]; then
+  die "system mode needs root (or use --user)"
+fi
+
+random_hex() {
+  if command -v openssl >/dev/null; then openssl rand -hex 32; else od -An -N32 -tx1 /dev/urandom | tr -d ' \n'; fi
+}
+
+if [[ $mode == system ]]; then
+  confdir=$root/etc/awp
+  unit_dir=$root/etc/systemd/system
+  packaged_dirs=("$root/usr/lib/systemd/system" "$root/lib/systemd/system" "$root/usr/local/lib/systemd/system")
+  systemctl=(systemctl)
+else
+  home=${HOME:?HOME is not set}
+  confdir=$root${XDG_CONFIG_HOME:-$home/.config}/awp
+  unit_dir=$root${XDG_CONFIG_HOME:-$home/.config}/systemd/user
+  packaged_dirs=("$root/usr/lib/systemd/user" "$root/usr/local/lib/systemd/user")
+  systemctl=(systemctl --user)
+fi
+
+# 1. The units: a package's copies (in systemd's own search path) win; else render into /etc
+#    (or ~/.config), where an operator's edits belong anyway.
+packaged=
+for d in "${packaged_dirs[@]}"; do
+  if [[ -f $d/awp.target ]]; then packaged=$d; break; fi
+done
+if [[ -n $packaged ]]; then
+  say "using the units installed in $packaged"
+else
+  render "$mode" "$unit_dir"
+  say "wrote ${#daemons[@]} units and awp.target to $unit_dir (binaries in $bindir)"
+fi
+
+# 2. The service user (system mode): its home is the state directory, where the agent runtime
+#    keeps its files.
+if [[ $mode == system ]]; then
+  if ((staged)); then
+    say "staged: would create the system user awp (home /var/lib/awp)"
+  elif ! getent passwd awp >/dev/null; then
+    useradd --system --user-group --home-dir /var/lib/awp --no-create-home \
+      --shell /usr/sbin/nologin --comment "awp daemons" awp
+    say "created the system user awp"
+  fi
+fi
+
+# 3. Settings: 0600 files, secrets generated once, an existing file never overwritten.
+umask 077
+mkdir -p "$confdir"
+chmod 0700 "$confdir"
+if [[ ! -f $confdir/awp.env ]]; then
+  sed -e "s|@JWT_SECRET@|$(random_hex)|" -e "s|@SERVICE_ROLE_KEY@|$(random_hex)|" \
+    "$templates/awp.env.example" >"$confdir/awp.env.tmp"
+  chmod 0600 "$confdir/awp.env.tmp"
+  mv "$confdir/awp.env.tmp" "$confdir/awp.env"
+  say "wrote $confdir/awp.env (0600): set DATABASE_URL and GATEWAY_ID before starting"
+else
+  say "kept the existing $confdir/awp.env"
+fi
+for d in "${daemons[@]}"; do
+  f=$confdir/${d#awp-}.env
+  if [[ ! -f $f ]]; then
+    printf "# Settings for %s only, read after awp.env (see: %s --help).\n" "$d" "$d" >"$f"
+    chmod 0600 "$f"
+  fi
+done
+if [[ $mode == user ]]; then
+  # The unit makes ~/.openclaw writable only when it exists.
+  mkdir -p "$root$home/.openclaw"
+fi
+
+# 4. systemd: reload, enable the target (it wants every daemon), optionally start.
+if ((staged)); then
+  say "staged into $root: skipped ${systemctl[*]} daemon-reload/enable"
+  exit 0
+fi
+"${systemctl[@]}" daemon-reload
+if ((enable)); then
+  "${systemctl[@]}" enable awp.target
+fi
+if [[ $mode == user ]] && command -v loginctl >/dev/null; then
+  # Without lingering, user units stop at logout and never start at boot.
+  loginctl enable-linger "$(id -un)" 2>/dev/null ||
+    say "could not enable lingering; run: loginctl enable-linger $(id -un)"
+fi
+if ((now)); then
+  "${systemctl[@]}" start awp.target
+  say "started awp.target; status: ${systemctl[*]} status 'awp-*' and awpctl status"
+else
+  say "next: edit $confdir/awp.env, run awpctl migrate, then ${systemctl[*]} start awp.target"
+fi

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The compose stack without a Docker engine: docker-compose validates the file with
+# .env.example; the services keep the operating contract (names the runner restarts, health
+# checks, depends_on conditions, stop_grace_period above the drain deadline, init for the
+# daemons that spawn processes); and each service's entry command and health check run on this
+# host from the build, with the service's environment: every daemon accepts it (--print-config)
+# and knows every variable it is given.
+# Usage: compose_stack.sh <source dir> <build dir>
+set -euo pipefail
+src=$1 build=$2
+dir=$src/deploy/compose
+command -v docker-compose >/dev/null || { echo "SKIP: docker-compose missing (AWP_DEPS=full scripts/install-deps.sh)"; exit 77; }
+python3 -c 'import yaml' 2>/dev/null || { echo "SKIP: python3-yaml missing"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+docker-compose --project-directory "$dir" -f "$dir/docker-compose.yml" --env-file "$dir/.env.example" config -q
+docker-compose --project-directory "$dir" -f "$dir/docker-compose.yml" --env-file "$dir/.env.example" config >"$work/config.yml"
+# A missing secret is refused, not defaulted.
+grep -v '^JWT_SECRET=' "$dir/.env.example" >"$work/no-secret.env"
+if docker-compose --project-directory "$dir" -f "$dir/docker-compose.yml" --env-file "$work/no-secret.env" config -q 2>/dev/null; then
+  echo "FAIL: the stack validates without JWT_SECRET"; exit 1
+fi
+
+python3 - "$work/config.yml" "$build/bin" "$work" <<'PY'
+import os, re, subprocess, sys, yaml
+
+cfg = yaml.safe_load(open(sys.argv[1]))
+bindir, work = sys.argv[2], sys.argv[3]
+services = cfg["services"]
+failures = []
+def bad(msg): failures.append(msg)
+
+daemons = ["awp-api-gateway", "awp-command-runner", "awp-inbox-dispatcher", "awp-embedder", "awp-scheduler"]
+for name in daemons + ["postgres", "migrate", "agent-runtime"]:
+    if name not in services: bad(f"service {name} missing")
+if failures:
+    print("\n".join("FAIL: " + f for f in failures)); sys.exit(1)
+
+if not services["postgres"]["image"].startswith("pgvector/pgvector:pg15"): bad("postgres is not pgvector/pgvector:pg15")
+if services["migrate"]["command"] != ["awpctl", "migrate"]: bad("migrate does not run awpctl migrate")
+
+def seconds(text):
+    m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", str(text))
+    return int(m.group(1) or 0) * 60 + int(m.group(2) or 0) if m else 0
+
+for name in daemons:
+    s = services[name]
+    env = {k: str(v) for k, v in (s.get("environment") or {}).items()}
+    if s.get("command", [None])[0] != name: bad(f"{name}: command is not {name}")
+    hc = s.get("healthcheck", {}).get("test")
+    if not hc or hc[0] != "CMD" or hc[1] != "awpctl": bad(f"{name}: no awpctl health check")
+    drain = float(env.get("DRAIN_TIMEOUT", 20))
+    if seconds(s.get("stop_grace_period", "10s")) < drain + 10:
+        bad(f"{name}: stop_grace_period {s.get('stop_grace_period')} not 10 s above DRAIN_TIMEOUT {drain}")
+    deps = s.get("depends_on", {})
+    if deps.get("postgres", {}).get("condition") != "service_healthy": bad(f"{name}: postgres not service_healthy")
+    if deps.get("migrate", {}).get("condition") != "service_completed_successfully": bad(f"{name}: migrate not completed first")
+    spawns = name in ("awp-command-runner", "awp-inbox-dispatcher")
+    if spawns and s.get("init") is not True: bad(f"{name}: spawns processes but has no init")
+    if s.get("restart") != "unless-stopped": bad(f"{name}: restart policy {s.get('restart')}")
+    if name == "awp-command-runner" and env.get("RUNTIME_MODE") != "container": bad("runner not in container mode")
+
+# Entry commands, run from the build with the service's environment and nothing else.
+def run(argv, env, timeout=30):
+    full = {"PATH": bindir + ":/usr/bin:/bin", "HOME": work, "PGCONNECT_TIMEOUT": "3"}
+    full.update(env)
+    p = subprocess.run([os.path.join(bindir, argv[0])] + argv[1:], env=full, capture_output=True,
+                       text=True, timeout=timeout)
+    return p.returncode, p.stdout + p.stderr
+
+# Variables a daemon reads besides its options (for docker compose inside the runner, or libpq).
+read_elsewhere = {"COMPOSE_FILE", "DATABASE_URL@awp-api-gateway"}
+checked = 0
+for name in daemons:
+    s = services[name]
+    env = {k: str(v) for k, v in (s.get("environment") or {}).items()}
+    rc, out = run(s["command"] + ["--print-config"], env)
+    if rc != 0:
+        bad(f"{name} --print-config with the compose environment exited {rc}: {out.strip()[:400]}"); continue
+    known = set(re.findall(r"\(env ([A-Z0-9_]+)\)", out))
+    for k in env:
+        if k not in known and k not in read_elsewhere and f"{k}@{name}" not in read_elsewhere:
+            bad(f"{name}: compose sets {k}, which {name} does not read (--print-config lists no such env)")
+    # The health check parses and answers: 0 (healthy) or 1 (unhealthy: nothing runs here), never 78.
+    test = s["healthcheck"]["test"][1:]
+    rc, out = run(test, env)
+    if rc not in (0, 1): bad(f"{name}: health check {' '.join(test)} exited {rc}: {out.strip()[:300]}")
+    checked += 1
+
+# migrate: the image's one-shot command, against a database that is not there: an error (1),
+# not a usage error (78).
+m = services["migrate"]
+rc, out = run(m["command"], {k: str(v) for k, v in m["environment"].items()})
+if rc != 1: bad(f"migrate exited {rc} (want 1: no database here): {out.strip()[:300]}")
+
+if failures:
+    print("\n".join("FAIL: " + f for f in failures)); sys.exit(1)
+print(f"compose: valid; {len(services)} services; {checked} daemon entry commands and health checks ran")
+PY

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# deploy/install-systemd.sh staged into a scratch root, in system and in user mode: units land
+# where systemd looks, settings files are 0600 with generated secrets, a second run keeps them,
+# and a package's units are used instead of rendering copies into /etc.
+# Usage: install_systemd.sh <source dir> <build dir>
+set -euo pipefail
+src=$1 build=$2
+script=$src/deploy/install-systemd.sh
+root=$(mktemp -d)
+trap 'rm -rf "$root"' EXIT
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+mode_of() { stat -c %a "$1"; }
+
+if command -v shellcheck >/dev/null; then
+  shellcheck -S warning "$script" "$src/deploy/compose/initdb/10-awp-roles.sh" "$src"/tests/deploy/*.sh || bad "shellcheck"
+fi
+
+# System mode.
+bash "$script" --system --root "$root/sys" --bindir "$build/bin" 2>"$root/log"
+for u in awp.target awp-api-gateway.service awp-command-runner.service awp-inbox-dispatcher.service \
+         awp-embedder.service awp-scheduler.service; do
+  [[ -f $root/sys/etc/systemd/system/$u ]] || bad "system: $u not written"
+done
+env=$root/sys/etc/awp/awp.env
+[[ -f $env ]] || bad "system: awp.env not written"
+[[ $(mode_of "$env") == 600 ]] || bad "system: awp.env mode $(mode_of "$env"), want 600"
+[[ $(mode_of "$root/sys/etc/awp") == 700 ]] || bad "system: /etc/awp mode $(mode_of "$root/sys/etc/awp")"
+[[ $(mode_of "$root/sys/etc/awp/command-runner.env") == 600 ]] || bad "system: command-runner.env not 600"
+grep -q '@' <(grep -E '^(JWT_SECRET|SERVICE_ROLE_KEY)=' "$env") && bad "system: secrets left as placeholders"
+grep -qE '^JWT_SECRET=[0-9a-f]{64}$' "$env" || bad "system: JWT_SECRET not generated"
+first=$(grep '^JWT_SECRET=' "$env")
+bash "$script" --system --root "$root/sys" --bindir "$build/bin" 2>>"$root/log"
+[[ $(grep '^JWT_SECRET=' "$env") == "$first" ]] || bad "system: a second run replaced the secrets"
+grep -qx 'User=awp' "$root/sys/etc/systemd/system/awp-scheduler.service" || bad "system: units do not run as awp"
+
+# User mode: ~/.config/awp and ~/.config/systemd/user under the scratch home.
+home=$root/home/op
+mkdir -p "$home"
+HOME=$home XDG_CONFIG_HOME='' bash "$script" --user --root "$root/usr" --bindir "$build/bin" 2>>"$root/log"
+ucfg=$root/usr$home/.config
+[[ -f $ucfg/systemd/user/awp-inbox-dispatcher.service ]] || bad "user: units not in ~/.config/systemd/user"
+[[ $(mode_of "$ucfg/awp/awp.env") == 600 ]] || bad "user: awp.env not 600"
+grep -q '^User=' "$ucfg/systemd/user/awp-scheduler.service" && bad "user: units set User="
+[[ -d $root/usr$home/.openclaw ]] || bad "user: ~/.openclaw (the runtime's writable home) not created"
+
+# A packaged install: units already in /usr/lib/systemd/system are used, nothing goes to /etc.
+mkdir -p "$root/pkg/usr/lib/systemd/system"
+bash "$script" --render-only "$root/pkg/usr/lib/systemd/system" --system --bindir /usr/bin
+bash "$script" --system --root "$root/pkg" --bindir /usr/bin 2>>"$root/log"
+[[ -e $root/pkg/etc/systemd/system/awp.target ]] && bad "packaged: units copied to /etc over the package's"
+grep -q 'using the units installed in' "$root/log" || bad "packaged: not reported"
+
+# Refusals.
+bash "$script" --bogus >/dev/null 2>&1 && bad "an unknown option was accepted"
+if [[ $(id -u) -ne 0 ]]; then
+  bash "$script" --system --bindir "$build/bin" >/dev/null 2>&1 && bad "system mode ran without root"
+fi
+
+((fail == 0)) && echo "install-systemd: system, user and packaged layouts checked"
+exit $fail

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The systemd units: systemd-analyze verify passes without a single warning for the system and the
+# user rendering (pointed at this build's binaries), and every unit keeps the operating contract:
+# Type=notify, Restart=on-failure, RestartPreventExitStatus=78, a stop timeout above the drain
+# deadline, the env files, hardening, and writable paths only where the daemon writes.
+# Usage: systemd_units.sh <source dir> <build dir>
+set -euo pipefail
+src=$1 build=$2
+units=$build/deploy/units-build
+command -v systemd-analyze >/dev/null || { echo "SKIP: systemd-analyze missing (AWP_DEPS=full scripts/install-deps.sh)"; exit 77; }
+daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+
+for d in "${daemons[@]}"; do
+  [[ -x $build/bin/$d ]] || { echo "FAIL: $build/bin/$d not built (verify needs every ExecStart)"; exit 1; }
+done
+
+# Re-render from the current templates (the configure step may be older than an edit).
+for mode in system user; do
+  bash "$src/deploy/install-systemd.sh" --render-only "$units/$mode" --$mode \
+    --bindir "$build/bin" --datadir "$src/deploy" --docdir "$src/docs"
+done
+
+# verify exits 0 on unknown keys and bad values: any output at all is a failure.
+out=$(systemd-analyze verify "$units"/system/*.service "$units/system/awp.target" 2>&1) || bad "verify (system) exit $?"
+[[ -z $out ]] || bad "verify (system) said: $out"
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
+out=$(systemd-analyze --user verify "$units"/user/*.service "$units/user/awp.target" 2>&1) || bad "verify (user) exit $?"
+[[ -z $out ]] || bad "verify (user) said: $out"
+
+has() { grep -qxF -- "$2" "$1" || bad "$(basename "$(dirname "$1")")/$(basename "$1") lacks: $2"; }
+value_of() { sed -n "s/^$2=//p" "$1" | tail -n1; }
+for mode in system user; do
+  for d in "${daemons[@]}"; do
+    f=$units/$mode/$d.service
+    for line in Type=notify Restart=on-failure RestartPreventExitStatus=78 KillMode=mixed \
+                NoNewPrivileges=yes ProtectSystem=strict ProtectHome=read-only PrivateTmp=yes \
+                PartOf=awp.target WantedBy=awp.target "ExecStart=$build/bin/$d" \
+                "EnvironmentFile=-%E/awp/awp.env" "EnvironmentFile=-%E/awp/${d#awp-}.env"; do
+      has "$f" "$line"
+    done
+    stop=$(value_of "$f" TimeoutStopSec)
+    if ! [[ $stop =~ ^[0-9]+$ ]] || ((stop < 30)); then
+      bad "$mode/$d: TimeoutStopSec=$stop is not 10 s above the 20 s drain deadline"
+    fi
+    if [[ $mode == system ]]; then has "$f" "User=awp"; elif grep -q '^User=' "$f"; then bad "user/$d sets User="; fi
+  done
+  has "$units/$mode/awp.target" "WantedBy=$([[ $mode == system ]] && echo multi-user.target || echo default.target)"
+  for d in "${daemons[@]}"; do
+    grep -q "^Wants=.*\b$d.service" "$units/$mode/awp.target" || bad "$mode/awp.target does not want $d"
+  done
+done
+
+# Writable paths: only the daemons that write get any.
+for d in awp-embedder awp-scheduler; do
+  for mode in system user; do
+    grep -qE '^(StateDirectory|ReadWritePaths)=' "$units/$mode/$d.service" && bad "$mode/$d has writable paths"
+  done
+done
+has "$units/system/awp-api-gateway.service" "StateDirectory=awp/api-gateway awp/agents"
+has "$units/system/awp-command-runner.service" "StateDirectory=awp awp/command-runner"
+has "$units/user/awp-command-runner.service" "ReadWritePaths=-%h/.openclaw"
+has "$units/user/awp-inbox-dispatcher.service" "ReadWritePaths=-%h/.openclaw"
+has "$units/system/awp-command-runner.service" "Environment=RUNTIME_MODE=service_manager"
+
+# The runner's service_manager mode runs `systemctl --user restart awp-inbox-dispatcher`.
+[[ -f $units/user/awp-inbox-dispatcher.service ]] || bad "no user unit awp-inbox-dispatcher"
+
+((fail == 0)) && echo "systemd units: 12 files verified, contract checked"
+exit $fail
