@@ -1,0 +1,381 @@
+// Authentication: access tokens from the Authorization header or session cookies (awp and
+// @supabase/ssr formats), the service-role key, same-origin checks, and password login with
+// Argon2id and per-account / per-address rate limits.
+#include <sodium.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "awp/core/crypto.hpp"
+#include "awp/core/log.hpp"
+#include "awp/core/time.hpp"
+#include "awp/core/uuid.hpp"
+#include "gateway.hpp"
+#include "json.hpp"
+
+namespace awp::api {
+
+namespace crypto = core::crypto;
+using http::http_error;
+
+namespace {
+
+constexpr std::string_view kDefaultTenant = "00000000-0000-0000-0000-000000000000";
+
+http_error unauthorized(const std::string& message) {
+    http_error e(401, "unauthenticated", message);
+    e.extra.add("WWW-Authenticate", "Bearer");
+    return e;
+}
+
+/// The access token inside an @supabase/ssr cookie value (after joining chunks).
+std::string token_from_ssr_value(std::string value) {
+    if (value.rfind("base64-", 0) == 0) {
+        const auto b64 = value.substr(7);
+        try {
+            value = crypto::base64url_decode(b64);
+        } catch (const std::exception&) {
+            try {
+                value = crypto::base64_decode(b64);
+            } catch (const std::exception&) {
+                return {};
+            }
+        }
+    } else if (value.find('%') != std::string::npos) {
+        if (auto d = http::percent_decode(value)) value = *d;
+    }
+    if (value.empty()) return {};
+    if (value.front() != '{' && value.front() != '[' && value.front() != '"') return value;
+    rapidjson::Document d;
+    d.Parse(value.c_str(), value.size());
+    if (d.HasParseError()) return {};
+    if (d.IsString()) return d.GetString();
+    if (d.IsObject()) {
+        auto it = d.FindMember("access_token");
+        if (it != d.MemberEnd() && it->value.IsString()) return it->value.GetString();
+        return {};
+    }
+    if (d.IsArray() && !d.Empty() && d[0].IsString()) return d[0].GetString();  // older ssr
+    return {};
+}
+
+bool is_ssr_cookie_base(std::string_view name) {
+    if (name.rfind("sb-", 0) == 0 && name.size() > 14 &&
+        name.substr(name.size() - 11) == "-auth-token") {
+        return true;
+    }
+    if (name.rfind("hq-", 0) == 0 && name.size() == 11) {  // the original UI: hq-<workspace id8>
+        return name.substr(3).find_first_not_of("0123456789abcdef") == std::string_view::npos;
+    }
+    return false;
+}
+
+}  // namespace
+
+std::string token_from_cookies(const request& r) {
+    auto jar = r.cookies();
+    if (auto it = jar.find(kSessionCookie); it != jar.end() && !it->second.empty()) {
+        return it->second;
+    }
+    for (const auto& [name, value] : jar) {
+        if (is_ssr_cookie_base(name)) {
+            auto t = token_from_ssr_value(value);
+            if (!t.empty()) return t;
+        }
+        // Chunked: <base>.0, <base>.1, ... joined in order.
+        if (name.size() > 2 && name.substr(name.size() - 2) == ".0" &&
+            is_ssr_cookie_base(std::string_view(name).substr(0, name.size() - 2))) {
+            const auto base = name.substr(0, name.size() - 2);
+            std::string joined;
+            for (int i = 0; i < 32; ++i) {
+                auto c = jar.find(base + "." + std::to_string(i));
+                if (c == jar.end()) break;
+                joined += c->second;
+            }
+            auto t = token_from_ssr_value(joined);
+            if (!t.empty()) return t;
+        }
+    }
+    return {};
+}
+
+std::optional<principal> gateway::token_principal(std::string_view token, bool& service_key) const {
+    service_key = false;
+    if (!cfg_.service_role_key.empty() &&
+        crypto::constant_time_equal(token, cfg_.service_role_key)) {
+        service_key = true;
+        return std::nullopt;
+    }
+    std::string claims;
+    try {
+        crypto::jwt_verify_options o;
+        o.require_exp = true;
+        o.leeway = std::chrono::seconds(5);
+        claims = crypto::jwt_verify_hs256(token, cfg_.jwt_secret, o);
+    } catch (const crypto::token_error& e) {
+        throw unauthorized(std::string("invalid access token: ") + e.what());
+    }
+    rapidjson::Document d;
+    d.Parse(claims.c_str(), claims.size());
+    if (d.HasParseError() || !d.IsObject()) throw unauthorized("invalid access token claims");
+    principal p;
+    p.claims_json = claims;
+    auto str = [&](const rapidjson::Value& o, const char* k) -> std::string {
+        auto it = o.FindMember(k);
+        return it != o.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
+    };
+    const auto role = str(d, "role");
+    if (role == "service_role") {
+        p.who = principal::kind::service;
+        return p;
+    }
+    if (role != "authenticated") {
+        throw unauthorized(role.empty() ? "the token has no role"
+                                        : "an anon token is not a session");
+    }
+    p.sub = str(d, "sub");
+    p.email = str(d, "email");
+    p.jti = str(d, "jti");
+    if (auto am = d.FindMember("app_metadata"); am != d.MemberEnd() && am->value.IsObject()) {
+        p.tenant_id = str(am->value, "tenant_id");
+    }
+    if (p.tenant_id.empty()) p.tenant_id = str(d, "tenant_id");
+    if (p.tenant_id.empty()) p.tenant_id = kDefaultTenant;
+    if (!core::is_valid_uuid(p.tenant_id)) throw unauthorized("the token's tenant is not a UUID");
+    if (p.sub.empty()) throw unauthorized("the token has no subject");
+    if (auto e = d.FindMember("exp"); e != d.MemberEnd() && e->value.IsNumber()) {
+        p.exp = static_cast<long long>(e->value.GetDouble());
+    }
+    if (!p.jti.empty()) {
+        std::lock_guard lock(revoked_mu_);
+        if (revoked_.count(p.jti) != 0) throw unauthorized("the session has been signed out");
+    }
+    return p;
+}
+
+namespace {
+
+std::string bearer(const request& r) {
+    auto h = r.header.get("authorization");
+    if (!h) return {};
+    std::string_view v = *h;
+    if (v.size() > 7 && (v.substr(0, 7) == "Bearer " || v.substr(0, 7) == "bearer ")) {
+        return std::string(v.substr(7));
+    }
+    throw unauthorized("the Authorization header must be a Bearer token");
+}
+
+}  // namespace
+
+principal gateway::require_session(const request& r) const {
+    auto token = bearer(r);
+    if (token.empty()) token = token_from_cookies(r);
+    if (token.empty()) throw unauthorized("a session is required");
+    bool service_key = false;
+    auto p = token_principal(token, service_key);
+    if (service_key || (p && p->who == principal::kind::service)) {
+        throw http_error(403, "forbidden", "this route needs a user session, not the service role");
+    }
+    return *p;
+}
+
+principal gateway::require_service(const request& r) const {
+    auto token = bearer(r);
+    if (token.empty()) throw unauthorized("the service-role key is required");
+    bool service_key = false;
+    std::optional<principal> p;
+    try {
+        p = token_principal(token, service_key);
+    } catch (const http_error&) {
+        throw unauthorized("the service-role key is required");
+    }
+    if (service_key || (p && p->who == principal::kind::service)) {
+        principal s;
+        s.who = principal::kind::service;
+        return s;
+    }
+    throw http_error(403, "forbidden", "this route needs the service-role key, not a user session");
+}
+
+void gateway::check_same_origin(const request& r) const {
+    if (auto site = r.header.get("sec-fetch-site")) {
+        if (*site != "same-origin" && *site != "none") {
+            throw http_error(403, "cross_site", "cross-site requests are refused");
+        }
+    }
+    auto origin = r.header.get("origin");
+    if (!origin) return;
+    std::string_view o = *origin;
+    for (const auto& a : cfg_.allowed_origins) {
+        if (o == a) return;
+    }
+    auto host = r.header.get("host");
+    auto scheme_end = o.find("://");
+    if (host && scheme_end != std::string_view::npos && o.substr(scheme_end + 3) == *host) return;
+    throw http_error(403, "cross_site", "the Origin does not match this server");
+}
+
+// ---- login ----------------------------------------------------------------------------------
+
+long login_limiter::retry_after(const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return 0;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - it->second.first > window_) {
+        entries_.erase(it);
+        return 0;
+    }
+    if (it->second.count < max_) return 0;
+    return static_cast<long>(
+               std::chrono::duration_cast<std::chrono::seconds>(it->second.first + window_ - now)
+                   .count()) +
+           1;
+}
+
+void login_limiter::failure(const std::string& key) {
+    std::lock_guard lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    auto& e = entries_[key];
+    if (e.count == 0 || now - e.first > window_) {
+        e.count = 0;
+        e.first = now;
+    }
+    ++e.count;
+    if (entries_.size() > 100'000) {  // bound memory under a spray of addresses
+        std::erase_if(entries_, [&](const auto& kv) { return now - kv.second.first > window_; });
+    }
+}
+
+void login_limiter::success(const std::string& key) {
+    std::lock_guard lock(mu_);
+    entries_.erase(key);
+}
+
+namespace {
+
+net::awaitable<bool> verify_on_pool(std::string hash, std::string password) {
+    co_return crypto_pwhash_str_verify(hash.c_str(), password.c_str(), password.size()) == 0;
+}
+
+}  // namespace
+
+net::awaitable<bool> gateway::verify_password(std::string hash, std::string password) {
+    co_return co_await net::co_spawn(cpu_, verify_on_pool(std::move(hash), std::move(password)),
+                                     net::use_awaitable);
+}
+
+net::awaitable<response> gateway::login(request r) {
+    check_same_origin(r);
+    if (r.media_type() != "application/json") {
+        throw http_error(415, "unsupported_media_type", "send application/json");
+    }
+    auto body = parse_object_body(r.body);
+    auto email = req_string(body, "email");
+    auto password = opt_string(body, "password").value_or("");
+    if (password.empty()) throw http_error(422, "invalid_field", "password is required");
+    std::string account = email;
+    for (auto& ch : account) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    const std::string acct_key = "acct:" + account;
+    const std::string addr_key = "addr:" + r.remote;
+    if (auto wait = std::max(limiter_.retry_after(acct_key), limiter_.retry_after(addr_key));
+        wait > 0) {
+        http_error e(429, "too_many_attempts", "too many failed sign-in attempts; try again later");
+        e.extra.add("Retry-After", std::to_string(wait));
+        throw e;
+    }
+    principal svc;
+    svc.who = principal::kind::service;
+    auto t = co_await db_->begin(svc);
+    auto row = co_await t.query(
+        "SELECT id::text, tenant_id::text, email, password_hash, disabled FROM public.app_users "
+        "WHERE lower(email) = $1",
+        account);
+    co_await t.commit();
+    const bool found = !row.empty();
+    const std::string hash = found ? row.get<std::string>(0, "password_hash") : dummy_hash_;
+    const bool ok = co_await verify_password(hash, password);
+    if (!found || !ok || row.get<bool>(0, "disabled")) {
+        limiter_.failure(acct_key);
+        limiter_.failure(addr_key);
+        core::log::warn("login failed", {{"remote", r.remote}});
+        throw unauthorized("invalid email or password");
+    }
+    limiter_.success(acct_key);
+    const auto user_id = row.get<std::string>(0, "id");
+    const auto tenant = row.get<std::string>(0, "tenant_id");
+    const auto now = core::now_unix_ms() / 1000;
+    const auto ttl = static_cast<long long>(cfg_.session_ttl_s);
+    json_out c;
+    c.w.StartObject();
+    c.kv("sub", user_id);
+    c.kv("role", "authenticated");
+    c.kv("aud", "authenticated");
+    c.kv("iss", "awp");
+    c.kv("email", row.get<std::string>(0, "email"));
+    c.kv("jti", core::uuid::generate_v4().to_string());
+    c.key("iat");
+    c.w.Int64(now);
+    c.key("exp");
+    c.w.Int64(now + ttl);
+    c.key("app_metadata");
+    c.w.StartObject();
+    c.kv("tenant_id", tenant);
+    c.w.EndObject();
+    c.w.EndObject();
+    const auto token = crypto::jwt_sign_hs256(c.str(), cfg_.jwt_secret);
+    auto t2 = co_await db_->begin(svc);
+    co_await t2.query("UPDATE public.app_users SET last_login_at = now() WHERE id = $1", user_id);
+    co_await t2.commit();
+    json_out out;
+    out.w.StartObject();
+    out.key("user");
+    out.w.StartObject();
+    out.kv("id", user_id);
+    out.kv("email", row.get<std::string>(0, "email"));
+    out.kv("tenantId", tenant);
+    out.w.EndObject();
+    out.key("expiresAt");
+    out.w.Int64(now + ttl);
+    out.w.EndObject();
+    auto res = response::json(200, out.str());
+    http::cookie_options co;
+    co.max_age = ttl;
+    co.secure = cfg_.cookie_secure;
+    res.header.add("Set-Cookie", http::set_cookie(kSessionCookie, token, co));
+    core::log::info("login", {{"user_id", user_id}, {"tenant_id", tenant}});
+    co_return res;
+}
+
+net::awaitable<response> gateway::logout(request r) {
+    check_same_origin(r);
+    auto p = require_session(r);
+    if (!p.jti.empty()) {
+        std::lock_guard lock(revoked_mu_);
+        const auto now = core::now_unix_ms() / 1000;
+        std::erase_if(revoked_, [&](const auto& kv) { return kv.second < now; });
+        revoked_[p.jti] = p.exp;
+    }
+    auto res = response::json(200, R"({"ok":true})");
+    http::cookie_options co;
+    co.max_age = 0;
+    co.secure = cfg_.cookie_secure;
+    res.header.add("Set-Cookie", http::set_cookie(kSessionCookie, "", co));
+    co_return res;
+}
+
+net::awaitable<response> gateway::whoami(request r) {
+    auto p = require_session(r);
+    auto t = co_await db_->begin(p);
+    auto row = co_await t.query("SELECT public.current_tenant_id()::text AS tenant");
+    co_await t.commit();
+    json_out out;
+    out.w.StartObject();
+    out.kv("userId", p.sub);
+    out.kv("tenantId", row.get<std::string>(0, "tenant"));
+    out.kv("email", p.email);
+    out.w.EndObject();
+    co_return response::json(200, out.str());
+}
+
+}  // namespace awp::api

@@ -1,0 +1,330 @@
+// Agent files: each agent's sandbox directory <AGENTS_DIR>/<tenant>/<slug>. Paths are decoded
+// once, checked segment by segment, and opened with openat2(RESOLVE_BENEATH) relative to the
+// sandbox, so nothing outside it (.., absolute paths, symlinks out, NUL) is read or written.
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "awp/core/crypto.hpp"
+#include "gateway.hpp"
+#include "json.hpp"
+
+namespace awp::api {
+
+using http::http_error;
+
+namespace {
+
+class fd_guard {
+public:
+    explicit fd_guard(int fd = -1) : fd_(fd) {}
+    ~fd_guard() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    fd_guard(fd_guard&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+    fd_guard& operator=(fd_guard&& o) noexcept {
+        std::swap(fd_, o.fd_);
+        return *this;
+    }
+    [[nodiscard]] int get() const noexcept { return fd_; }
+
+private:
+    int fd_;
+};
+
+/// openat2 beneath `dir`; falls back to a per-segment O_NOFOLLOW walk where the kernel lacks it.
+int open_beneath(int dir, const std::string& rel, int flags, mode_t mode = 0) {
+    open_how how{};
+    how.flags = static_cast<std::uint64_t>(flags | O_CLOEXEC);
+    how.mode = (flags & O_CREAT) != 0 ? mode : 0;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
+    long fd = ::syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how);
+    if (fd >= 0 || errno != ENOSYS) return static_cast<int>(fd);
+    // Fallback: no symlinks at all.
+    std::size_t start = 0;
+    fd_guard cur(::dup(dir));
+    for (;;) {
+        auto slash = rel.find('/', start);
+        const auto seg =
+            rel.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+        if (slash == std::string::npos) {
+            return ::openat(cur.get(), seg.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, mode);
+        }
+        int next = ::openat(cur.get(), seg.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0) return -1;
+        cur = fd_guard(next);
+        start = slash + 1;
+    }
+}
+
+/// The raw (encoded) tail decoded once and checked: segments non-empty, not . or .., without
+/// '/', '\\' or NUL after decoding. 400 otherwise.
+std::string clean_path(std::string_view raw, bool encoded) {
+    if (raw.empty()) throw http_error(400, "bad_path", "a file path is required");
+    std::string out;
+    std::size_t start = 0;
+    while (start <= raw.size()) {
+        auto slash = raw.find('/', start);
+        if (slash == std::string_view::npos) slash = raw.size();
+        auto seg_raw = raw.substr(start, slash - start);
+        std::optional<std::string> seg =
+            encoded ? http::percent_decode(seg_raw) : std::optional<std::string>(seg_raw);
+        if (!seg) throw http_error(400, "bad_path", "malformed percent-encoding in the path");
+        if (seg->empty() || *seg == "." || *seg == ".." ||
+            seg->find_first_of(std::string_view("/\\\0", 3)) != std::string::npos) {
+            throw http_error(400, "bad_path", "the path must stay inside the agent's sandbox");
+        }
+        if (!out.empty()) out += '/';
+        out += *seg;
+        start = slash + 1;
+    }
+    if (out.size() > 1024) throw http_error(400, "bad_path", "the path is too long");
+    return out;
+}
+
+std::string content_type_for(const std::string& path) {
+    static const std::pair<const char*, const char*> kTypes[] = {
+        {".md", "text/markdown; charset=utf-8"},
+        {".txt", "text/plain; charset=utf-8"},
+        {".json", "application/json"},
+        {".html", "text/html; charset=utf-8"},
+        {".css", "text/css"},
+        {".js", "text/javascript"},
+        {".py", "text/x-python; charset=utf-8"},
+        {".sh", "text/x-shellscript; charset=utf-8"},
+        {".yaml", "application/yaml"},
+        {".yml", "application/yaml"},
+        {".csv", "text/csv; charset=utf-8"},
+        {".png", "image/png"},
+        {".jpg", "image/jpeg"},
+        {".jpeg", "image/jpeg"},
+        {".gif", "image/gif"},
+        {".webp", "image/webp"},
+        {".svg", "image/svg+xml"},
+        {".pdf", "application/pdf"},
+        {".zip", "application/zip"},
+        {".xml", "application/xml"},
+    };
+    auto dot = path.rfind('.');
+    if (dot != std::string::npos && path.find('/', dot) == std::string::npos) {
+        std::string ext = path.substr(dot);
+        for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        for (const auto& [e, t] : kTypes) {
+            if (ext == e) return t;
+        }
+    }
+    return "application/octet-stream";
+}
+
+struct upload {
+    std::string path;
+    std::string content;
+};
+
+/// multipart/form-data: a "file" part (its filename is the path unless a "path" field is given).
+upload parse_multipart(const request& r) {
+    auto ct = std::string(r.header.get("content-type").value_or(""));
+    auto b = ct.find("boundary=");
+    if (b == std::string::npos)
+        throw http_error(400, "bad_multipart", "multipart boundary missing");
+    std::string boundary = ct.substr(b + 9);
+    if (auto semi = boundary.find(';'); semi != std::string::npos) boundary.resize(semi);
+    if (boundary.size() >= 2 && boundary.front() == '"')
+        boundary = boundary.substr(1, boundary.size() - 2);
+    const std::string delim = "--" + boundary;
+    const std::string& body = r.body;
+    upload out;
+    std::optional<std::string> file_name;
+    bool have_file = false;
+    std::size_t pos = body.find(delim);
+    if (pos == std::string::npos) throw http_error(400, "bad_multipart", "no multipart parts");
+    for (;;) {
+        pos += delim.size();
+        if (body.compare(pos, 2, "--") == 0) break;
+        if (body.compare(pos, 2, "\r\n") != 0)
+            throw http_error(400, "bad_multipart", "malformed part");
+        pos += 2;
+        auto hend = body.find("\r\n\r\n", pos);
+        if (hend == std::string::npos)
+            throw http_error(400, "bad_multipart", "malformed part headers");
+        std::string heads = body.substr(pos, hend - pos);
+        auto next = body.find("\r\n" + delim, hend + 4);
+        if (next == std::string::npos) throw http_error(400, "bad_multipart", "unterminated part");
+        std::string data = body.substr(hend + 4, next - hend - 4);
+        auto attr = [&](const std::string& key) -> std::optional<std::string> {
+            auto k = heads.find(key + "=\"");
+            if (k == std::string::npos) return std::nullopt;
+            auto e = heads.find('"', k + key.size() + 2);
+            if (e == std::string::npos) return std::nullopt;
+            return heads.substr(k + key.size() + 2, e - k - key.size() - 2);
+        };
+        auto name = attr(" name");
+        if (!name) name = attr(";name");
+        if (name && *name == "path") {
+            out.path = data;
+        } else if (name && *name == "file") {
+            out.content = std::move(data);
+            file_name = attr("filename");
+            have_file = true;
+        }
+        pos = next + 2;
+    }
+    if (!have_file) throw http_error(422, "invalid_field", "file part is required");
+    if (out.path.empty() && file_name) out.path = *file_name;
+    if (out.path.empty()) throw http_error(422, "invalid_field", "path is required");
+    return out;
+}
+
+}  // namespace
+
+namespace {
+
+/// The sandbox root of an agent the caller can see (RLS), or 404.
+net::awaitable<std::string> sandbox_of(db_pool& db, principal p, std::string slug,
+                                       std::string agents_dir) {
+    auto t = co_await db.begin(p);
+    auto rows =
+        co_await t.query("SELECT tenant_id::text, slug FROM public.agents WHERE slug = $1", slug);
+    co_await t.commit();
+    if (rows.empty()) throw http_error(404, "not_found", "agent not found");
+    co_return agents_dir + "/" + rows.get<std::string>(0, 0) + "/" + rows.get<std::string>(0, 1);
+}
+
+}  // namespace
+
+net::awaitable<response> gateway::files_get(request r) {
+    auto p = require_session(r);
+    auto root = co_await sandbox_of(*db_, p, r.param("slug"), cfg_.agents_dir);
+    const auto raw = r.param("path");
+    fd_guard rootfd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (rootfd.get() < 0) {
+        if (raw.empty()) co_return response::json(200, R"({"path":"","entries":[]})");
+        throw http_error(404, "not_found", "no such file");
+    }
+    std::string rel = raw.empty() ? std::string() : clean_path(raw, true);
+    fd_guard fd(rel.empty() ? ::openat(rootfd.get(), ".", O_RDONLY | O_CLOEXEC)
+                            : open_beneath(rootfd.get(), rel, O_RDONLY));
+    if (fd.get() < 0) throw http_error(404, "not_found", "no such file");
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) throw http_error(404, "not_found", "no such file");
+    if (S_ISDIR(st.st_mode)) {
+        DIR* d = ::fdopendir(::dup(fd.get()));
+        if (!d) throw http_error(500, "internal", "cannot list the directory");
+        json_out o;
+        o.w.StartObject();
+        o.kv("path", rel);
+        o.key("entries");
+        o.w.StartArray();
+        while (auto* e = ::readdir(d)) {
+            std::string name = e->d_name;
+            if (name == "." || name == "..") continue;
+            struct stat es {};
+            if (::fstatat(fd.get(), name.c_str(), &es, AT_SYMLINK_NOFOLLOW) != 0) continue;
+            o.w.StartObject();
+            o.kv("name", name);
+            o.kv("type", S_ISDIR(es.st_mode) ? "dir" : S_ISREG(es.st_mode) ? "file" : "other");
+            o.key("size");
+            o.w.Int64(static_cast<std::int64_t>(es.st_size));
+            o.w.EndObject();
+        }
+        ::closedir(d);
+        o.w.EndArray();
+        o.w.EndObject();
+        co_return response::json(200, o.str());
+    }
+    if (!S_ISREG(st.st_mode)) throw http_error(404, "not_found", "no such file");
+    if (static_cast<std::size_t>(st.st_size) > 64 * 1024 * 1024) {
+        throw http_error(413, "file_too_large", "the file is too large to serve");
+    }
+    std::string data;
+    data.resize(static_cast<std::size_t>(st.st_size));
+    std::size_t off = 0;
+    while (off < data.size()) {
+        auto n = ::read(fd.get(), data.data() + off, data.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        off += static_cast<std::size_t>(n);
+    }
+    data.resize(off);
+    co_return response::bytes(200, content_type_for(rel), std::move(data));
+}
+
+net::awaitable<response> gateway::files_post(request r) {
+    check_same_origin(r);
+    auto p = require_session(r);
+    upload up;
+    if (r.media_type() == "multipart/form-data") {
+        up = parse_multipart(r);
+    } else {
+        auto q = r.query_param("path");
+        if (!q) {
+            if (auto h = r.header.get("x-file-path")) q = std::string(*h);
+        }
+        if (!q || q->empty()) throw http_error(422, "invalid_field", "path is required");
+        up.path = *q;
+        up.content = std::move(r.body);
+    }
+    if (up.content.size() > cfg_.upload_limit) {
+        throw http_error(413, "body_too_large", "the file exceeds the upload limit");
+    }
+    const auto rel = clean_path(up.path, false);
+    auto root = co_await sandbox_of(*db_, p, r.param("slug"), cfg_.agents_dir);
+    std::error_code ec;
+    std::filesystem::create_directories(root, ec);
+    fd_guard dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (dir.get() < 0) throw http_error(500, "internal", "the sandbox is not available");
+    // Walk and create the parent directories beneath the sandbox.
+    std::size_t start = 0;
+    for (;;) {
+        auto slash = rel.find('/', start);
+        if (slash == std::string::npos) break;
+        const auto seg = rel.substr(start, slash - start);
+        ::mkdirat(dir.get(), seg.c_str(), 0700);
+        int next = open_beneath(dir.get(), seg, O_PATH | O_DIRECTORY | O_NOFOLLOW);
+        if (next < 0) throw http_error(400, "bad_path", "a parent of the path is not a directory");
+        dir = fd_guard(next);
+        start = slash + 1;
+    }
+    const auto name = rel.substr(start);
+    const auto tmp = ".upload-" + core::crypto::hex_encode(core::crypto::random_bytes(8));
+    fd_guard out(::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    if (out.get() < 0) throw http_error(500, "internal", "cannot write the file");
+    std::size_t off = 0;
+    while (off < up.content.size()) {
+        auto n = ::write(out.get(), up.content.data() + off, up.content.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            ::unlinkat(dir.get(), tmp.c_str(), 0);
+            throw http_error(500, "internal", "cannot write the file");
+        }
+        off += static_cast<std::size_t>(n);
+    }
+    ::fsync(out.get());
+    struct stat target {};
+    if (::fstatat(dir.get(), name.c_str(), &target, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISDIR(target.st_mode)) {
+        ::unlinkat(dir.get(), tmp.c_str(), 0);
+        throw http_error(409, "conflict", "a directory exists at that path");
+    }
+    if (::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0) {
+        ::unlinkat(dir.get(), tmp.c_str(), 0);
+        throw http_error(500, "internal", "cannot write the file");
+    }
+    json_out o;
+    o.w.StartObject();
+    o.kv("path", rel);
+    o.key("size");
+    o.w.Uint64(up.content.size());
+    o.kv("contentType", content_type_for(rel));
+    o.w.EndObject();
+    co_return response::json(201, o.str());
+}
+
+}  // namespace awp::api

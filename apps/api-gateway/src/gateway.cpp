@@ -1,0 +1,316 @@
+// The gateway service: configuration, the route table, the public routes (health, config),
+// the embedder proxy and the agent templates.
+#include "gateway.hpp"
+
+#include <sodium.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "awp/core/crypto.hpp"
+#include "awp/core/error.hpp"
+#include "awp/core/log.hpp"
+#include "awp/core/time.hpp"
+#include "awp/http/client.hpp"
+#include "json.hpp"
+#include "registry.hpp"
+
+namespace awp::api {
+
+namespace fs = std::filesystem;
+using http::http_error;
+
+void add_options(core::daemon::cli& cli, gateway_config& c) {
+    auto& app = cli.app();
+    app.add_option("--bind", c.bind, "Listen address")->envname("API_BIND")->capture_default_str();
+    app.add_option("--port", c.port, "Listen port")->envname("API_PORT")->capture_default_str();
+    app.add_option("--threads", c.threads, "I/O threads (0 = one per core)")
+        ->envname("API_THREADS")
+        ->check(CLI::Range(0, 256))
+        ->capture_default_str();
+    cli.secret(app.add_option("--jwt-secret", c.jwt_secret, "HS256 secret of access tokens")
+                   ->envname("JWT_SECRET"));
+    cli.secret(app.add_option("--service-role-key", c.service_role_key,
+                              "Service-role key accepted by the skills routes")
+                   ->envname("SERVICE_ROLE_KEY"));
+    cli.secret(app.add_option("--api-database-url", c.database_url,
+                              "DSN of the api role (else DATABASE_URL)")
+                   ->envname("AWP_API_DATABASE_URL"));
+    app.add_option("--embedder-url", c.embedder_url, "Base URL of awp-embedder")
+        ->envname("EMBEDDER_URL")
+        ->capture_default_str();
+    app.add_option("--embed-timeout", c.embed_timeout_s, "Seconds before /api/embed answers 504")
+        ->envname("EMBED_TIMEOUT")
+        ->check(CLI::Range(0.1, 600.0))
+        ->capture_default_str();
+    app.add_option("--config-dir", c.config_dir, "Workspace registry directory")
+        ->envname("AWP_CONFIG_DIR");
+    app.add_option("--agents-dir", c.agents_dir, "Agent sandboxes: <dir>/<tenant>/<slug>")
+        ->envname("AGENTS_DIR");
+    app.add_option("--templates-dir", c.templates_dir, "Agent templates (one folder each)")
+        ->envname("API_TEMPLATES_DIR")
+        ->capture_default_str();
+    app.add_option("--db-pool", c.db_pool_size, "Database connections")
+        ->envname("API_DB_POOL")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    app.add_option("--session-ttl", c.session_ttl_s, "Seconds a login session lasts")
+        ->envname("API_SESSION_TTL")
+        ->check(CLI::Range(60.0, 31.0 * 24 * 3600))
+        ->capture_default_str();
+    app.add_option("--cookie-secure", c.cookie_secure, "Mark session cookies Secure")
+        ->envname("API_COOKIE_SECURE")
+        ->capture_default_str();
+    app.add_option("--hsts", c.hsts, "Send Strict-Transport-Security (behind a TLS proxy)")
+        ->envname("API_HSTS")
+        ->capture_default_str();
+    app.add_option("--access-log", c.access_log, "One JSON log line per request")
+        ->envname("API_ACCESS_LOG")
+        ->capture_default_str();
+    app.add_option("--allowed-origins", c.allowed_origins,
+                   "Extra origins allowed on state-changing requests")
+        ->envname("API_ALLOWED_ORIGINS")
+        ->delimiter(',');
+    app.add_option("--upload-limit", c.upload_limit, "Largest agent file upload in bytes")
+        ->envname("API_UPLOAD_LIMIT")
+        ->capture_default_str();
+    app.add_option("--login-max-failures", c.login_max_failures,
+                   "Failed logins per account or address before 429")
+        ->envname("API_LOGIN_MAX_FAILURES")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    app.add_option("--login-window", c.login_window_s, "Seconds the failed-login count lasts")
+        ->envname("API_LOGIN_WINDOW")
+        ->capture_default_str();
+}
+
+void validate(gateway_config& c) {
+    if (c.database_url.empty()) {
+        if (const char* d = std::getenv("DATABASE_URL")) c.database_url = d;
+    }
+    if (c.jwt_secret.size() < 32) {
+        throw core::config_error("JWT_SECRET must be set and at least 32 characters");
+    }
+    if (!c.service_role_key.empty() && c.service_role_key.size() < 20) {
+        throw core::config_error("SERVICE_ROLE_KEY must be at least 20 characters");
+    }
+    if (!http::parse_url(c.embedder_url)) {
+        throw core::config_error("EMBEDDER_URL must be an http:// URL");
+    }
+    if (c.config_dir.empty()) {
+        const char* home = std::getenv("HOME");
+        c.config_dir = std::string(home ? home : ".") + "/.config/awp";
+    }
+    if (c.agents_dir.empty()) {
+        const char* home = std::getenv("HOME");
+        c.agents_dir = std::string(home ? home : ".") + "/.local/share/awp/agents";
+    }
+    if (c.threads == 0)
+        c.threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+}
+
+gateway::gateway(net::io_context& ioc, gateway_config cfg)
+    : ioc_(ioc),
+      cfg_(std::move(cfg)),
+      limiter_(cfg_.login_max_failures,
+               std::chrono::seconds(static_cast<long>(cfg_.login_window_s))) {
+    if (sodium_init() < 0) throw core::error("libsodium failed to initialise");
+    db_ = std::make_unique<db_pool>(ioc_, cfg_.database_url, cfg_.db_pool_size);
+    registry_ = std::make_unique<registry>(cfg_.config_dir);
+    char buf[crypto_pwhash_STRBYTES];
+    const auto pw = core::crypto::random_bytes(16);
+    if (crypto_pwhash_str(buf, pw.data(), pw.size(), crypto_pwhash_OPSLIMIT_INTERACTIVE,
+                          crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0) {
+        throw core::error("cannot compute the dummy password hash");
+    }
+    dummy_hash_ = buf;
+    load_templates();
+    http::server_options o;
+    o.bind = cfg_.bind;
+    o.port = cfg_.port;
+    o.name = "awp-api-gateway";
+    o.hsts = cfg_.hsts;
+    o.access_log = cfg_.access_log;
+    server_ = std::make_unique<http::server>(ioc_, routes(), o);
+}
+
+gateway::~gateway() = default;
+
+void gateway::listen() { server_->listen(); }
+unsigned short gateway::port() const { return server_->port(); }
+
+net::awaitable<void> gateway::run() {
+    core::daemon::notify_ready();
+    co_await server_->run();
+}
+
+void gateway::request_stop() { server_->stop(); }
+
+http::router gateway::routes() {
+    http::router r;
+    auto bind = [this](net::awaitable<response> (gateway::*fn)(request)) -> http::handler {
+        return [this, fn](request req) { return (this->*fn)(std::move(req)); };
+    };
+    http::route_options small;
+    small.body_limit = 0;
+    http::route_options json_body;
+    json_body.body_limit = 256 * 1024;
+    http::route_options upload;
+    upload.body_limit = cfg_.upload_limit + 64 * 1024;  // multipart framing on top
+    r.add("GET", "/api/health", bind(&gateway::health), small);
+    r.add("GET", "/api/config", bind(&gateway::public_config), small);
+    r.add("POST", "/api/auth/login", bind(&gateway::login), json_body);
+    r.add("POST", "/api/auth/logout", bind(&gateway::logout), small);
+    r.add("GET", "/api/auth/session", bind(&gateway::whoami), small);
+    r.add("GET", "/api/workspaces", bind(&gateway::workspaces_get), small);
+    r.add("POST", "/api/workspaces", bind(&gateway::workspaces_post), json_body);
+    r.add(std::vector<std::string>{"GET", "POST"}, "/api/workspaces/switch",
+          bind(&gateway::workspaces_switch), json_body);
+    r.add("POST", "/api/workspaces/validate", bind(&gateway::workspaces_validate), json_body);
+    r.add("GET", "/api/agents/templates", bind(&gateway::templates), small);
+    r.add("GET", "/api/agents/:slug/skills", bind(&gateway::skills_get), small);
+    r.add("POST", "/api/agents/:slug/skills", bind(&gateway::skills_post), json_body);
+    r.add("GET", "/api/agents/:slug/skills/:id/versions", bind(&gateway::skill_versions), small);
+    r.add("GET", "/api/agents/:slug/files", bind(&gateway::files_get), small);
+    r.add("GET", "/api/agents/:slug/files/*path", bind(&gateway::files_get), small);
+    r.add("POST", "/api/agents/:slug/files", bind(&gateway::files_post), upload);
+    r.add("POST", "/api/embed", bind(&gateway::embed), json_body);
+    return r;
+}
+
+// ---- public ---------------------------------------------------------------------------------
+
+net::awaitable<response> gateway::health(request) {
+    co_return response::json(200, R"({"ok":true,"ts":")" + core::now_iso8601_utc() + "\"}");
+}
+
+net::awaitable<response> gateway::public_config(request) {
+    auto ws = registry_->active(std::nullopt);
+    if (!ws) co_return response::json(200, R"({"workspace":null})");
+    json_out o;
+    o.w.StartObject();
+    o.key("workspace");
+    o.w.StartObject();
+    o.kv("workspaceId", ws->id);
+    o.kv("label", ws->label);
+    o.kv("emoji", ws->emoji);
+    o.kv("url", ws->url);
+    o.kv("anonKey", ws->anon_key);
+    o.w.EndObject();
+    o.w.EndObject();
+    co_return response::json(200, o.str());
+}
+
+// ---- embed ----------------------------------------------------------------------------------
+
+net::awaitable<response> gateway::embed(request r) {
+    require_session(r);
+    if (r.media_type() != "application/json") {
+        throw http_error(415, "unsupported_media_type", "send application/json");
+    }
+    auto body = parse_object_body(r.body);
+    auto it = body.FindMember("input");
+    if (it == body.MemberEnd() || !it->value.IsString()) {
+        throw http_error(422, "invalid_field", "input must be a string");
+    }
+    std::string input(it->value.GetString(), it->value.GetStringLength());
+    if (input.find_first_not_of(" \t\r\n") == std::string::npos) {
+        throw http_error(422, "invalid_field", "input must not be blank");
+    }
+    http::client_request up;
+    up.method = "POST";
+    auto base = cfg_.embedder_url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    up.url = base + "/embed";
+    up.header.add("Content-Type", "application/json");
+    json_out j;
+    j.w.StartObject();
+    j.kv("input", input);
+    j.w.EndObject();
+    up.body = j.str();
+    up.timeout = std::chrono::milliseconds(static_cast<long>(cfg_.embed_timeout_s * 1000));
+    std::optional<response> answer;
+    std::optional<http::upstream_error::kind> failure;
+    try {
+        answer = co_await http::fetch(std::move(up));
+    } catch (const http::upstream_error& e) {
+        failure = e.what_kind();
+        core::log::warn("embedder call failed", {{"error", e.what()}});
+    }
+    if (failure) {
+        if (*failure == http::upstream_error::kind::timeout) {
+            throw http_error(504, "embedder_timeout", "the embedder did not answer in time");
+        }
+        throw http_error(502, "embedder_unavailable", "the embedder is unreachable");
+    }
+    if (answer->status < 200 || answer->status >= 300) {
+        throw http_error(502, "embedder_error",
+                         "the embedder answered " + std::to_string(answer->status));
+    }
+    rapidjson::Document d;
+    d.Parse(answer->body.c_str(), answer->body.size());
+    if (d.HasParseError() || !d.IsObject() || !d.HasMember("embedding")) {
+        throw http_error(502, "embedder_error", "the embedder's answer is not an embedding");
+    }
+    co_return response::json(200, std::move(answer->body));
+}
+
+// ---- templates ------------------------------------------------------------------------------
+
+void gateway::load_templates() {
+    std::error_code ec;
+    if (!fs::is_directory(cfg_.templates_dir, ec)) {
+        core::log::warn("no agent templates directory", {{"dir", cfg_.templates_dir}});
+        return;
+    }
+    struct tmpl {
+        std::string name;
+        std::string json;
+    };
+    std::vector<tmpl> all;
+    for (const auto& e : fs::directory_iterator(cfg_.templates_dir, ec)) {
+        if (!e.is_directory()) continue;
+        const auto dir = e.path().filename().string();
+        if (dir.empty() || dir.front() == '_' || dir.front() == '.') continue;
+        std::ifstream in(e.path() / "agent.json");
+        if (!in) continue;
+        std::stringstream ss;
+        ss << in.rdbuf();
+        rapidjson::Document d;
+        const auto text = ss.str();
+        d.Parse(text.c_str(), text.size());
+        if (d.HasParseError() || !d.IsObject() || !d.HasMember("name") || !d["name"].IsString()) {
+            core::log::warn("bad template manifest", {{"template", dir}});
+            continue;
+        }
+        json_out o;
+        o.w.StartObject();
+        o.kv("id", dir);
+        o.kv("branch", "template/" + dir);
+        for (auto m = d.MemberBegin(); m != d.MemberEnd(); ++m) {
+            const std::string k(m->name.GetString(), m->name.GetStringLength());
+            if (k == "id" || k == "branch") continue;
+            o.key(k);
+            m->value.Accept(o.w);
+        }
+        o.w.EndObject();
+        all.push_back({d["name"].GetString(), o.str()});
+    }
+    std::sort(all.begin(), all.end(), [](const tmpl& a, const tmpl& b) { return a.name < b.name; });
+    std::string out = "[";
+    for (std::size_t i = 0; i < all.size(); ++i) out += (i ? "," : "") + all[i].json;
+    templates_json_ = out + "]";
+    core::log::info("agent templates loaded", {{"count", all.size()}});
+}
+
+net::awaitable<response> gateway::templates(request r) {
+    require_session(r);
+    co_return response::json(200, templates_json_);
+}
+
+}  // namespace awp::api

@@ -1,0 +1,495 @@
+// Workspace registry files and the /api/workspaces routes.
+#include "registry.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "awp/core/log.hpp"
+#include "awp/core/time.hpp"
+#include "awp/core/uuid.hpp"
+#include "awp/http/client.hpp"
+#include "gateway.hpp"
+#include "json.hpp"
+
+namespace awp::api {
+
+namespace fs = std::filesystem;
+using http::http_error;
+
+namespace {
+
+constexpr const char* kRegistryFile = "workspaces.json";
+constexpr const char* kSecretsFile = "secrets.json";
+
+/// Exclusive (or shared) flock on <dir>/.registry.lock for the life of the object.
+class dir_lock {
+public:
+    dir_lock(const std::string& dir, bool exclusive) {
+        std::error_code ec;
+        fs::create_directories(dir, ec);
+        ::chmod(dir.c_str(), 0700);
+        fd_ = ::open((dir + "/.registry.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd_ < 0)
+            throw registry_error("cannot open the registry lock: " +
+                                 std::string(std::strerror(errno)));
+        while (::flock(fd_, exclusive ? LOCK_EX : LOCK_SH) != 0) {
+            if (errno != EINTR) {
+                ::close(fd_);
+                throw registry_error("cannot lock the registry");
+            }
+        }
+    }
+    ~dir_lock() {
+        ::flock(fd_, LOCK_UN);
+        ::close(fd_);
+    }
+    dir_lock(const dir_lock&) = delete;
+    dir_lock& operator=(const dir_lock&) = delete;
+
+private:
+    int fd_ = -1;
+};
+
+/// The file parsed; an empty document (object) when it does not exist; registry_error when
+/// it exists but is not a JSON object of the expected version.
+rapidjson::Document read_json(const std::string& path) {
+    rapidjson::Document d;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            d.SetObject();
+            return d;
+        }
+        throw registry_error("cannot read " + path + ": " + std::strerror(errno));
+    }
+    std::string text;
+    char buf[65536];
+    for (;;) {
+        auto n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        text.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    d.Parse(text.c_str(), text.size());
+    if (d.HasParseError() || !d.IsObject()) {
+        throw registry_error(fs::path(path).filename().string() +
+                             " is corrupt (not a JSON object); fix or remove it");
+    }
+    return d;
+}
+
+/// Writes <path>.tmp (0600), fsyncs, renames over path, fsyncs the directory.
+void write_atomic(const std::string& dir, const std::string& name, const std::string& text) {
+    const auto path = dir + "/" + name;
+    const auto tmp = path + "." + std::to_string(::getpid()) + ".tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw registry_error("cannot write " + tmp + ": " + std::strerror(errno));
+    std::size_t off = 0;
+    while (off < text.size()) {
+        auto n = ::write(fd, text.data() + off, text.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw registry_error("cannot write " + tmp);
+        }
+        off += static_cast<std::size_t>(n);
+    }
+    ::fchmod(fd, 0600);
+    ::fsync(fd);
+    ::close(fd);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        ::unlink(tmp.c_str());
+        throw registry_error("cannot replace " + path);
+    }
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+    }
+}
+
+std::string member(const rapidjson::Value& o, const char* k) {
+    auto it = o.FindMember(k);
+    return it != o.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
+}
+
+std::vector<workspace> parse_list(const rapidjson::Document& d, std::string* active) {
+    std::vector<workspace> out;
+    if (active) *active = member(d, "activeWorkspaceId");
+    auto it = d.FindMember("workspaces");
+    if (it == d.MemberEnd()) return out;
+    if (!it->value.IsArray()) throw registry_error("workspaces.json is corrupt (workspaces)");
+    for (const auto& w : it->value.GetArray()) {
+        if (!w.IsObject()) throw registry_error("workspaces.json is corrupt (entry)");
+        workspace x;
+        x.id = member(w, "id");
+        x.label = member(w, "label");
+        x.emoji = member(w, "emoji");
+        x.url = member(w, "url");
+        x.anon_key = member(w, "anonKey");
+        x.created_at = member(w, "createdAt");
+        auto dflt = w.FindMember("isDefault");
+        x.is_default = dflt != w.MemberEnd() && dflt->value.IsBool() && dflt->value.GetBool();
+        if (x.id.empty()) throw registry_error("workspaces.json is corrupt (entry without id)");
+        out.push_back(std::move(x));
+    }
+    return out;
+}
+
+std::string serialise(const std::vector<workspace>& ws, const std::string& active) {
+    json_out o;
+    o.w.StartObject();
+    o.key("version");
+    o.w.Int(1);
+    o.key("activeWorkspaceId");
+    if (active.empty()) {
+        o.w.Null();
+    } else {
+        o.str(active);
+    }
+    o.key("workspaces");
+    o.w.StartArray();
+    for (const auto& w : ws) {
+        o.w.StartObject();
+        o.kv("id", w.id);
+        o.kv("label", w.label);
+        o.kv("emoji", w.emoji);
+        o.kv("url", w.url);
+        o.kv("anonKey", w.anon_key);
+        o.key("isDefault");
+        o.w.Bool(w.is_default);
+        o.kv("createdAt", w.created_at);
+        o.w.EndObject();
+    }
+    o.w.EndArray();
+    o.w.EndObject();
+    return o.str();
+}
+
+}  // namespace
+
+std::vector<workspace> registry::list(std::string* active_id) const {
+    dir_lock lock(dir_, false);
+    return parse_list(read_json(dir_ + "/" + kRegistryFile), active_id);
+}
+
+std::optional<workspace> registry::active(const std::optional<std::string>& hint) const {
+    std::string act;
+    auto all = list(&act);
+    auto find = [&](const std::string& id) -> std::optional<workspace> {
+        for (const auto& w : all) {
+            if (w.id == id) return w;
+        }
+        return std::nullopt;
+    };
+    if (hint) {
+        if (auto w = find(*hint)) return w;
+    }
+    if (auto w = find(act)) return w;
+    for (const auto& w : all) {
+        if (w.is_default) return w;
+    }
+    if (!all.empty()) return all.front();
+    return std::nullopt;
+}
+
+workspace registry::add(workspace w, const std::string& key, bool make_default) {
+    dir_lock lock(dir_, true);
+    std::string act;
+    auto all = parse_list(read_json(dir_ + "/" + kRegistryFile), &act);
+    auto secrets = read_json(dir_ + "/" + kSecretsFile);
+    w.id = core::uuid::generate_v4().to_string();
+    w.created_at = core::now_iso8601_utc();
+    w.is_default = all.empty() || make_default;
+    if (w.is_default) {
+        for (auto& x : all) x.is_default = false;
+    }
+    if (act.empty()) act = w.id;
+    all.push_back(w);
+    // Secrets first: a registry entry without its key would be unusable.
+    if (!secrets.HasMember("workspaces") || !secrets["workspaces"].IsObject()) {
+        secrets.RemoveMember("workspaces");
+        secrets.AddMember("workspaces", rapidjson::Value(rapidjson::kObjectType),
+                          secrets.GetAllocator());
+    }
+    secrets.RemoveMember("version");
+    secrets.AddMember("version", 1, secrets.GetAllocator());
+    rapidjson::Value entry(rapidjson::kObjectType);
+    entry.AddMember("serviceRoleKey", rapidjson::Value(key.c_str(), secrets.GetAllocator()),
+                    secrets.GetAllocator());
+    secrets["workspaces"].AddMember(rapidjson::Value(w.id.c_str(), secrets.GetAllocator()), entry,
+                                    secrets.GetAllocator());
+    rapidjson::StringBuffer sb;
+    rapidjson::Writer<rapidjson::StringBuffer> sw(sb);
+    secrets.Accept(sw);
+    write_atomic(dir_, kSecretsFile, std::string(sb.GetString(), sb.GetSize()));
+    write_atomic(dir_, kRegistryFile, serialise(all, act));
+    return w;
+}
+
+bool registry::activate(const std::string& id) {
+    dir_lock lock(dir_, true);
+    std::string act;
+    auto all = parse_list(read_json(dir_ + "/" + kRegistryFile), &act);
+    bool found = false;
+    for (auto& w : all) {
+        w.is_default = w.id == id;
+        found = found || w.is_default;
+    }
+    if (!found) return false;
+    write_atomic(dir_, kRegistryFile, serialise(all, id));
+    return true;
+}
+
+std::optional<std::string> registry::service_role_key(const std::string& id) const {
+    dir_lock lock(dir_, false);
+    auto s = read_json(dir_ + "/" + kSecretsFile);
+    auto ws = s.FindMember("workspaces");
+    if (ws == s.MemberEnd() || !ws->value.IsObject()) return std::nullopt;
+    auto e = ws->value.FindMember(id.c_str());
+    if (e == ws->value.MemberEnd() || !e->value.IsObject()) return std::nullopt;
+    auto k = member(e->value, "serviceRoleKey");
+    if (k.empty()) return std::nullopt;
+    return k;
+}
+
+// ---- routes ---------------------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* kActiveCookie = "awp_active_workspace";
+
+void write_public(json_out& o, const workspace& w) {
+    o.w.StartObject();
+    o.kv("id", w.id);
+    o.kv("label", w.label);
+    o.kv("emoji", w.emoji);
+    o.kv("url", w.url);
+    o.kv("anonKey", w.anon_key);
+    o.key("isDefault");
+    o.w.Bool(w.is_default);
+    o.kv("createdAt", w.created_at);
+    o.w.EndObject();
+}
+
+http_error corrupt(const registry_error& e) {
+    core::log::error("workspace registry unusable", {{"error", e.what()}});
+    return http_error(500, "registry_corrupt", e.what());
+}
+
+bool valid_url(const std::string& u) {
+    return u.rfind("http://", 0) == 0 || u.rfind("https://", 0) == 0 ||
+           u.rfind("postgres://", 0) == 0 || u.rfind("postgresql://", 0) == 0;
+}
+
+}  // namespace
+
+net::awaitable<response> gateway::workspaces_get(request r) {
+    require_session(r);
+    std::vector<workspace> all;
+    std::string act;
+    std::optional<http_error> err;
+    try {
+        all = registry_->list(&act);
+    } catch (const registry_error& e) {
+        err = corrupt(e);
+    }
+    if (err) throw *err;
+    json_out o;
+    o.w.StartObject();
+    o.key("activeWorkspaceId");
+    if (act.empty()) {
+        o.w.Null();
+    } else {
+        o.str(act);
+    }
+    o.key("workspaces");
+    o.w.StartArray();
+    for (const auto& w : all) write_public(o, w);
+    o.w.EndArray();
+    o.w.EndObject();
+    co_return response::json(200, o.str());
+}
+
+net::awaitable<response> gateway::workspaces_post(request r) {
+    check_same_origin(r);
+    require_session(r);
+    if (r.media_type() != "application/json") {
+        throw http_error(415, "unsupported_media_type", "send application/json");
+    }
+    auto body = parse_object_body(r.body);
+    workspace w;
+    w.label = req_string(body, "label");
+    if (w.label.size() > 80) throw http_error(422, "invalid_field", "label is longer than 80");
+    w.emoji = opt_string(body, "emoji").value_or("🧭");
+    if (w.emoji.empty() || w.emoji.size() > 32) {
+        throw http_error(422, "invalid_field", "emoji must be 1 to 8 characters");
+    }
+    w.url = req_string(body, "url");
+    if (!valid_url(w.url)) {
+        throw http_error(422, "invalid_field", "url must be an http(s) or postgres URL");
+    }
+    w.anon_key = req_string(body, "anonKey");
+    if (w.anon_key.size() < 20) throw http_error(422, "invalid_field", "anonKey is too short");
+    auto key = req_string(body, "serviceRoleKey");
+    if (key.size() < 20) throw http_error(422, "invalid_field", "serviceRoleKey is too short");
+    const bool make_default = opt_bool(body, "makeDefault").value_or(false);
+    std::optional<http_error> err;
+    try {
+        w = registry_->add(std::move(w), key, make_default);
+    } catch (const registry_error& e) {
+        err = corrupt(e);
+    }
+    if (err) throw *err;
+    json_out o;
+    write_public(o, w);
+    co_return response::json(201, o.str());
+}
+
+net::awaitable<response> gateway::workspaces_switch(request r) {
+    if (r.method == "POST") check_same_origin(r);
+    require_session(r);
+    std::optional<std::string> id = r.query_param("workspaceId");
+    if (!id && !r.body.empty()) {
+        auto body = parse_object_body(r.body);
+        id = opt_string(body, "workspaceId");
+    }
+    if (!id || !core::is_valid_uuid(*id)) {
+        throw http_error(422, "invalid_field", "workspaceId must be a UUID");
+    }
+    bool found = false;
+    std::optional<http_error> err;
+    try {
+        found = registry_->activate(*id);
+    } catch (const registry_error& e) {
+        err = corrupt(e);
+    }
+    if (err) throw *err;
+    if (!found) throw http_error(404, "not_found", "no such workspace");
+    auto res = response::json(200, R"({"ok":true,"workspaceId":)" + http::json_quote(*id) + "}");
+    http::cookie_options co;
+    co.max_age = 31536000;
+    co.secure = cfg_.cookie_secure;
+    res.header.add("Set-Cookie", http::set_cookie(kActiveCookie, *id, co));
+    co_return res;
+}
+
+namespace {
+
+struct probe_result {
+    bool ok = false;
+    std::string code, message;
+};
+
+net::awaitable<probe_result> probe_postgres(std::string dsn) {
+    probe_result out;
+    std::string failure;
+    bool auth_failed = false;
+    std::optional<pg::connection> c;
+    try {
+        c = co_await pg::connection::async_connect(dsn);
+    } catch (const pg::connection_error& e) {
+        failure = e.what();
+        auth_failed = failure.find("password authentication failed") != std::string::npos ||
+                      failure.find("no pg_hba.conf entry") != std::string::npos;
+    }
+    if (!c) {
+        out.code = auth_failed ? "key_rejected" : "unreachable";
+        out.message =
+            auth_failed ? "the database rejected the credentials" : "could not reach the database";
+        co_return out;
+    }
+    std::string version;
+    try {
+        auto r = co_await c->async_query(
+            "SELECT CASE WHEN to_regclass('public.schema_migrations') IS NULL THEN NULL "
+            "ELSE (SELECT max(version) FROM public.schema_migrations) END");
+        version = r.get_optional<std::string>(0, 0).value_or("");
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    if (!failure.empty()) {
+        out.code = "schema_missing";
+        out.message = "cannot read the schema version";
+    } else if (version.empty()) {
+        out.code = "schema_missing";
+        out.message = "the awp schema is not installed (run awpctl migrate)";
+    } else if (version < "0010") {
+        out.code = "schema_too_old";
+        out.message = "the schema is at " + version + "; run awpctl migrate";
+    } else {
+        out.ok = true;
+    }
+    co_return out;
+}
+
+net::awaitable<probe_result> probe_platform(std::string url, std::string key) {
+    probe_result out;
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    http::client_request q;
+    q.url = url + "/rest/v1/workspace?select=id&limit=1";
+    q.header.add("apikey", key);
+    q.header.add("Authorization", "Bearer " + key);
+    q.timeout = std::chrono::seconds(10);
+    std::optional<response> res;
+    try {
+        res = co_await http::fetch(std::move(q));
+    } catch (const http::upstream_error&) {
+    }
+    if (!res) {
+        out.code = "unreachable";
+        out.message = "could not reach " + url;
+    } else if (res->status == 401 || res->status == 403) {
+        out.code = "key_rejected";
+        out.message = "the service-role key was rejected";
+    } else if (res->status == 404) {
+        out.code = "schema_missing";
+        out.message = "the workspace table does not exist in this database";
+    } else if (res->status < 200 || res->status >= 300) {
+        out.code = "unexpected_status";
+        out.message = "the platform answered " + std::to_string(res->status);
+    } else {
+        out.ok = true;
+    }
+    co_return out;
+}
+
+}  // namespace
+
+net::awaitable<response> gateway::workspaces_validate(request r) {
+    check_same_origin(r);
+    require_session(r);
+    if (r.media_type() != "application/json") {
+        throw http_error(415, "unsupported_media_type", "send application/json");
+    }
+    auto body = parse_object_body(r.body);
+    auto url = req_string(body, "url");
+    if (!valid_url(url))
+        throw http_error(422, "invalid_field", "url must be an http(s) or postgres URL");
+    auto key = opt_string(body, "serviceRoleKey").value_or("");
+    probe_result p;
+    if (url.rfind("postgres", 0) == 0) {
+        p = co_await probe_postgres(url);
+    } else if (url.rfind("https://", 0) == 0) {
+        p.code = "unsupported";
+        p.message = "https platform URLs are not probed by this build";
+    } else {
+        if (key.size() < 20) throw http_error(422, "invalid_field", "serviceRoleKey is too short");
+        p = co_await probe_platform(url, key);
+    }
+    if (p.ok) co_return response::json(200, R"({"ok":true})");
+    co_return response::json(422, R"({"ok":false,"error":{"code":)" + http::json_quote(p.code) +
+                                      R"(,"message":)" + http::json_quote(p.message) + "}}");
+}
+
+}  // namespace awp::api

@@ -1,0 +1,112 @@
+// HTTP messages as plain values (no Beast in the interface): requests with parsed query,
+// cookies and route parameters; responses with JSON and error helpers.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "awp/core/error.hpp"
+
+namespace awp::http {
+
+/// Header fields in arrival order; lookups are case-insensitive.
+class headers {
+public:
+    void add(std::string name, std::string value) {
+        fields_.emplace_back(std::move(name), std::move(value));
+    }
+    /// Replaces every field of that name with one.
+    void set(std::string_view name, std::string value);
+    void erase(std::string_view name);
+    /// The first field of that name.
+    [[nodiscard]] std::optional<std::string_view> get(std::string_view name) const;
+    [[nodiscard]] bool has(std::string_view name) const { return get(name).has_value(); }
+    [[nodiscard]] const std::vector<std::pair<std::string, std::string>>& fields() const noexcept {
+        return fields_;
+    }
+
+private:
+    std::vector<std::pair<std::string, std::string>> fields_;
+};
+
+struct request {
+    std::string method;  // "GET", "POST", ...
+    std::string target;  // as sent: path and query
+    std::string path;    // target before '?', still percent-encoded
+    std::string query;   // after '?', without it
+    headers header;
+    std::string body;
+    std::string remote;  // peer address
+    bool keep_alive = true;
+    /// Route parameters: ":name" segments decoded, "*name" tails as sent (still encoded).
+    std::map<std::string, std::string, std::less<>> params;
+
+    [[nodiscard]] std::optional<std::string_view> get(std::string_view name) const {
+        return header.get(name);
+    }
+    [[nodiscard]] std::string param(std::string_view name) const;
+    /// First query parameter of that name, percent-decoded ('+' is a space).
+    [[nodiscard]] std::optional<std::string> query_param(std::string_view name) const;
+    /// Every cookie of the Cookie headers (name → value, first wins).
+    [[nodiscard]] std::map<std::string, std::string, std::less<>> cookies() const;
+    [[nodiscard]] std::optional<std::string> cookie(std::string_view name) const;
+    /// Content-Type without parameters, lower case ("application/json").
+    [[nodiscard]] std::string media_type() const;
+};
+
+struct response {
+    unsigned status = 200;
+    headers header;
+    std::string body;
+    bool close = false;  // close the connection after this response
+
+    /// A JSON response from an already serialised body.
+    static response json(unsigned status, std::string body);
+    /// The error body every awp HTTP service uses: {"error":{"code","message"}}.
+    static response error(unsigned status, std::string_view code, std::string_view message);
+    static response bytes(unsigned status, std::string content_type, std::string body);
+};
+
+/// Thrown by handlers to answer with an error body; the server turns it into response::error.
+class http_error : public core::error {
+public:
+    http_error(unsigned status, std::string code, const std::string& message)
+        : core::error(message), status_(status), code_(std::move(code)) {}
+    [[nodiscard]] unsigned status() const noexcept { return status_; }
+    [[nodiscard]] const std::string& code() const noexcept { return code_; }
+    /// Extra headers for the error response (Allow, WWW-Authenticate, ...).
+    http::headers extra;
+
+private:
+    unsigned status_;
+    std::string code_;
+};
+
+/// Standard reason phrase ("Not Found").
+[[nodiscard]] std::string_view reason(unsigned status) noexcept;
+/// JSON string literal with quotes and escapes.
+[[nodiscard]] std::string json_quote(std::string_view s);
+/// Percent-decoding; '+' as space when `plus_is_space`. Nullopt on a malformed escape.
+[[nodiscard]] std::optional<std::string> percent_decode(std::string_view s,
+                                                        bool plus_is_space = false);
+/// Percent-encoding of everything but unreserved characters (RFC 3986).
+[[nodiscard]] std::string percent_encode(std::string_view s);
+/// "a=1&b=2" → pairs, decoded.
+[[nodiscard]] std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q);
+/// A Set-Cookie value.
+struct cookie_options {
+    std::string path = "/";
+    long max_age = -1;  // seconds; -1 = session cookie, 0 = delete
+    bool http_only = true;
+    bool secure = false;
+    std::string same_site = "Lax";
+};
+[[nodiscard]] std::string set_cookie(std::string_view name, std::string_view value,
+                                     const cookie_options& o = {});
+
+}  // namespace awp::http

@@ -1,0 +1,100 @@
+// An HTTP/1.1 server on Boost.Beast coroutines: a router with per-route methods and body
+// limits, JSON errors (405 with Allow, 413, 404), read/write/idle timeouts, security headers,
+// a JSON access log line per request and a graceful drain. The Beast code lives in server.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "awp/http/message.hpp"
+
+namespace awp::http {
+
+namespace net = boost::asio;
+
+/// A request handler: a coroutine taking the request by value (docs/coroutines.md).
+using handler = std::function<net::awaitable<response>(request)>;
+
+struct route_options {
+    std::size_t body_limit = 64 * 1024;  // larger bodies get 413
+};
+
+/// Routes by method and path pattern. Pattern segments: literals, ":name" (one segment,
+/// percent-decoded into request::params) and a final "*name" (the rest of the path, one or
+/// more segments, left encoded). A path that matches with another method gives 405 + Allow.
+class router {
+public:
+    void add(std::string method, std::string pattern, handler h, route_options o = {});
+    /// Same handler for several methods ("GET", "POST").
+    void add(const std::vector<std::string>& methods, const std::string& pattern, const handler& h,
+             route_options o = {});
+
+    struct match_result {
+        const handler* h = nullptr;
+        route_options options;
+        std::map<std::string, std::string, std::less<>> params;
+        std::vector<std::string> allow;  // methods of the path when the method did not match
+        bool bad_encoding = false;       // a ":name" segment with a malformed %-escape
+    };
+    [[nodiscard]] match_result match(std::string_view method, std::string_view path) const;
+
+private:
+    struct route {
+        std::string method;
+        std::vector<std::string> segments;
+        handler h;
+        route_options options;
+    };
+    std::vector<route> routes_;
+};
+
+struct server_options {
+    std::string bind = "127.0.0.1";
+    unsigned short port = 0;                           // 0 = any free port (see server::port())
+    std::string name = "awp";                          // daemon name, not sent to clients
+    std::chrono::milliseconds header_timeout{10'000};  // first request line and headers
+    std::chrono::milliseconds body_timeout{30'000};
+    std::chrono::milliseconds write_timeout{30'000};
+    std::chrono::milliseconds idle_timeout{60'000};  // keep-alive between requests
+    std::size_t header_limit = 16 * 1024;
+    std::size_t unrouted_body_limit = 0;  // body allowed on 404/405 answers
+    bool access_log = true;
+    bool hsts = false;  // Strict-Transport-Security (behind a TLS-terminating proxy)
+    int backlog = 1024;
+};
+
+/// The server. listen() binds (throws core::config_error when the address is unusable),
+/// run() accepts until stop() and then waits for requests in flight to finish; idle
+/// keep-alive connections are closed at once.
+class server {
+public:
+    server(net::io_context& ioc, router r, server_options o);
+    ~server();
+    server(const server&) = delete;
+    server& operator=(const server&) = delete;
+
+    void listen();
+    [[nodiscard]] unsigned short port() const noexcept;
+    net::awaitable<void> run();
+    /// Thread-safe; may be called from a signal handler's completion.
+    void stop();
+    /// Connections open right now.
+    [[nodiscard]] std::size_t active_connections() const noexcept;
+
+    struct impl;
+
+private:
+    std::shared_ptr<impl> impl_;
+};
+
+/// Security headers every response carries (also used by proxies that build responses).
+void add_security_headers(headers& h, bool hsts);
+
+}  // namespace awp::http

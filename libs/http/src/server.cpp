@@ -1,0 +1,430 @@
+// The Beast side of awp::http::server: accept loop, one coroutine per connection on its own
+// strand, per-route body limits, timeouts, the access log and the drain.
+#include "awp/http/server.hpp"
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "awp/core/log.hpp"
+
+namespace awp::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = net::ip::tcp;
+using net::use_awaitable;
+
+namespace {
+
+std::vector<std::string> split_path(std::string_view path) {
+    std::vector<std::string> out;
+    std::size_t i = 0;
+    if (!path.empty() && path.front() == '/') i = 1;
+    while (i <= path.size()) {
+        auto slash = path.find('/', i);
+        if (slash == std::string_view::npos) slash = path.size();
+        out.emplace_back(path.substr(i, slash - i));
+        i = slash + 1;
+    }
+    return out;
+}
+
+}  // namespace
+
+void router::add(std::string method, std::string pattern, handler h, route_options o) {
+    routes_.push_back(route{std::move(method), split_path(pattern), std::move(h), o});
+}
+
+void router::add(const std::vector<std::string>& methods, const std::string& pattern,
+                 const handler& h, route_options o) {
+    for (const auto& m : methods) add(m, pattern, h, o);
+}
+
+router::match_result router::match(std::string_view method, std::string_view path) const {
+    match_result out;
+    const auto segs = split_path(path);
+    for (const auto& r : routes_) {
+        std::map<std::string, std::string, std::less<>> params;
+        bool ok = true;
+        bool bad = false;
+        std::size_t i = 0;
+        for (; i < r.segments.size() && ok; ++i) {
+            const auto& p = r.segments[i];
+            if (!p.empty() && p.front() == '*') {
+                if (i >= segs.size() || segs[i].empty()) {
+                    ok = false;
+                    break;
+                }
+                std::string rest;
+                for (std::size_t j = i; j < segs.size(); ++j) {
+                    if (j > i) rest += '/';
+                    rest += segs[j];
+                }
+                params[p.substr(1)] = rest;
+                i = segs.size();
+                break;
+            }
+            if (i >= segs.size()) {
+                ok = false;
+            } else if (!p.empty() && p.front() == ':') {
+                auto d = percent_decode(segs[i]);
+                if (segs[i].empty()) {
+                    ok = false;
+                } else if (!d) {
+                    bad = true;
+                } else {
+                    params[p.substr(1)] = *d;
+                }
+            } else if (p != segs[i]) {
+                ok = false;
+            }
+        }
+        if (!ok || i != segs.size()) continue;
+        if (r.method != method && !(method == "HEAD" && r.method == "GET")) {
+            if (std::find(out.allow.begin(), out.allow.end(), r.method) == out.allow.end()) {
+                out.allow.push_back(r.method);
+            }
+            continue;
+        }
+        out.h = &r.h;
+        out.options = r.options;
+        out.params = std::move(params);
+        out.bad_encoding = bad;
+        out.allow.clear();
+        return out;
+    }
+    return out;
+}
+
+void add_security_headers(headers& h, bool hsts) {
+    h.add("X-Content-Type-Options", "nosniff");
+    h.add("X-Frame-Options", "DENY");
+    h.add("Content-Security-Policy", "frame-ancestors 'none'");
+    h.add("Referrer-Policy", "strict-origin-when-cross-origin");
+    if (hsts) h.add("Strict-Transport-Security", "max-age=31536000; includeSubDomains");
+}
+
+/// One live connection, as the drain sees it. Touched only on the connection's strand
+/// except for the registry's pointer to it.
+struct conn_state {
+    net::any_io_executor ex;
+    beast::tcp_stream* stream = nullptr;
+    bool idle = true;
+};
+
+struct server::impl : std::enable_shared_from_this<server::impl> {
+    impl(net::io_context& c, router r, server_options o)
+        : ioc(c), routes(std::move(r)), options(std::move(o)), acceptor(net::make_strand(c)) {}
+
+    net::io_context& ioc;
+    router routes;
+    server_options options;
+    tcp::acceptor acceptor;
+    std::atomic<bool> stopping{false};
+    std::atomic<std::size_t> active{0};
+    std::mutex mu;
+    std::set<std::shared_ptr<conn_state>> conns;
+};
+
+namespace {
+
+using beast_response = bhttp::response<bhttp::string_body>;
+
+beast_response to_beast(response r, unsigned version, bool keep_alive, bool hsts, bool head) {
+    beast_response out;
+    out.version(version);
+    out.result(r.status);
+    out.reason(reason(r.status));
+    for (const auto& [n, v] : r.header.fields()) out.insert(n, v);
+    if (!r.header.has("Cache-Control")) out.set(bhttp::field::cache_control, "no-store");
+    headers sec;
+    add_security_headers(sec, hsts);
+    for (const auto& [n, v] : sec.fields()) out.insert(n, v);
+    out.keep_alive(keep_alive && !r.close);
+    const auto size = r.body.size();
+    if (!head) out.body() = std::move(r.body);
+    out.content_length(size);
+    return out;
+}
+
+struct outcome {
+    response res;
+    bool close = false;
+};
+
+net::awaitable<response> invoke(const handler* h, request req) {
+    std::string failure;
+    std::optional<response> answer;
+    try {
+        answer = co_await (*h)(std::move(req));
+    } catch (const http_error& e) {
+        auto r = response::error(e.status(), e.code(), e.what());
+        for (const auto& [n, v] : e.extra.fields()) r.header.add(n, v);
+        answer = std::move(r);
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    if (answer) co_return std::move(*answer);
+    core::log::error("request handler failed", {{"error", failure}});
+    co_return response::error(500, "internal", "internal error");
+}
+
+void unregister(server::impl& s, const std::shared_ptr<conn_state>& st) {
+    std::lock_guard lock(s.mu);
+    s.conns.erase(st);
+}
+
+net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) {
+    auto st = std::make_shared<conn_state>();
+    beast::tcp_stream stream(std::move(sock));
+    st->ex = stream.get_executor();
+    st->stream = &stream;
+    {
+        std::lock_guard lock(s->mu);
+        s->conns.insert(st);
+    }
+    std::string remote;
+    {
+        boost::system::error_code ec;
+        auto ep = stream.socket().remote_endpoint(ec);
+        if (!ec) remote = ep.address().to_string();
+    }
+    beast::flat_buffer buffer;
+    bool first = true;
+    const auto& o = s->options;
+    for (;;) {
+        if (s->stopping) break;
+        bhttp::request_parser<bhttp::string_body> parser;
+        parser.header_limit(static_cast<std::uint32_t>(o.header_limit));
+        parser.body_limit(o.unrouted_body_limit);
+        stream.expires_after(first && buffer.size() == 0 ? o.header_timeout : o.idle_timeout);
+        st->idle = true;
+        auto [ec, n] =
+            co_await bhttp::async_read_header(stream, buffer, parser, net::as_tuple(use_awaitable));
+        st->idle = false;
+        first = false;
+        const auto started = std::chrono::steady_clock::now();
+        if (ec) {
+            if (ec == bhttp::error::header_limit) {
+                auto res =
+                    to_beast(response::error(431, "headers_too_large", "request headers too large"),
+                             11, false, o.hsts, false);
+                stream.expires_after(o.write_timeout);
+                co_await bhttp::async_write(stream, res, net::as_tuple(use_awaitable));
+            } else if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
+                       ec != net::error::operation_aborted && ec != net::error::connection_reset &&
+                       ec != net::error::eof && n > 0) {
+                auto res = to_beast(response::error(400, "bad_request", "malformed request"), 11,
+                                    false, o.hsts, false);
+                stream.expires_after(o.write_timeout);
+                co_await bhttp::async_write(stream, res, net::as_tuple(use_awaitable));
+            }
+            break;
+        }
+        auto& hdr = parser.get();
+        request req;
+        req.method = std::string(hdr.method_string());
+        req.target = std::string(hdr.target());
+        auto q = req.target.find('?');
+        req.path = req.target.substr(0, q);
+        if (q != std::string::npos) req.query = req.target.substr(q + 1);
+        req.remote = remote;
+        req.keep_alive = hdr.keep_alive();
+        for (const auto& f : hdr)
+            req.header.add(std::string(f.name_string()), std::string(f.value()));
+        const bool head = req.method == "HEAD";
+
+        std::optional<response> early;
+        auto m = s->routes.match(req.method, req.path);
+        if (!m.h) {
+            if (!m.allow.empty()) {
+                std::string allow;
+                for (const auto& a : m.allow) allow += (allow.empty() ? "" : ", ") + a;
+                early = response::error(405, "method_not_allowed",
+                                        "method " + req.method + " is not allowed here");
+                early->header.set("Allow", allow);
+            } else {
+                early = response::error(404, "not_found", "no such route");
+            }
+        } else if (m.bad_encoding) {
+            early = response::error(400, "bad_path", "malformed percent-encoding in the path");
+        } else {
+            parser.body_limit(m.options.body_limit);
+            if (auto len = parser.content_length(); len && *len > m.options.body_limit) {
+                early = response::error(
+                    413, "body_too_large",
+                    "request body exceeds " + std::to_string(m.options.body_limit) + " bytes");
+                early->close = true;
+            }
+        }
+        bool close_after = false;
+        if (!early && !parser.is_done()) {
+            if (auto expect = req.header.get("expect"); expect && *expect == "100-continue") {
+                stream.expires_after(o.write_timeout);
+                static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+                co_await net::async_write(stream, net::buffer(kContinue.data(), kContinue.size()),
+                                          net::as_tuple(use_awaitable));
+            }
+            stream.expires_after(o.body_timeout);
+            auto [bec, bn] =
+                co_await bhttp::async_read(stream, buffer, parser, net::as_tuple(use_awaitable));
+            (void)bn;
+            if (bec == bhttp::error::body_limit) {
+                early = response::error(
+                    413, "body_too_large",
+                    "request body exceeds " + std::to_string(m.options.body_limit) + " bytes");
+                close_after = true;
+            } else if (bec == beast::error::timeout) {
+                early = response::error(408, "timeout", "request body not received in time");
+                close_after = true;
+            } else if (bec) {
+                if (bec == bhttp::error::end_of_stream || bec == net::error::eof ||
+                    bec == net::error::connection_reset) {
+                    break;
+                }
+                early = response::error(400, "bad_request", "malformed request body");
+                close_after = true;
+            }
+        } else if (early && !parser.is_done()) {
+            close_after = true;  // the unread body would be taken for the next request
+        }
+
+        response res;
+        if (early) {
+            res = std::move(*early);
+        } else {
+            req.body = std::move(parser.get().body());
+            req.params = std::move(m.params);
+            res = co_await invoke(m.h, std::move(req));
+        }
+        if (res.close) close_after = true;
+        const bool keep = hdr.keep_alive() && !close_after && !s->stopping;
+        const auto status = res.status;
+        const auto method = std::string(hdr.method_string());
+        const auto path = std::string(hdr.target().substr(0, hdr.target().find('?')));
+        const auto bytes_in = parser.get().body().size();
+        auto out = to_beast(std::move(res), hdr.version(), keep, o.hsts, head);
+        const auto bytes_out = out.body().size();
+        stream.expires_after(o.write_timeout);
+        auto [wec, wn] = co_await bhttp::async_write(stream, out, net::as_tuple(use_awaitable));
+        (void)wn;
+        if (o.access_log) {
+            const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now() - started)
+                                .count();
+            core::log::info("request", {{"method", method},
+                                        {"path", path},
+                                        {"status", status},
+                                        {"duration_ms", static_cast<double>(us) / 1000.0},
+                                        {"bytes_in", bytes_in},
+                                        {"bytes_out", bytes_out},
+                                        {"remote", remote}});
+        }
+        if (wec || !keep) break;
+    }
+    boost::system::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    st->stream = nullptr;
+    unregister(*s, st);
+    s->active.fetch_sub(1);
+}
+
+}  // namespace
+
+server::server(net::io_context& ioc, router r, server_options o)
+    : impl_(std::make_shared<impl>(ioc, std::move(r), std::move(o))) {}
+
+server::~server() = default;
+
+void server::listen() {
+    boost::system::error_code ec;
+    auto addr = net::ip::make_address(impl_->options.bind, ec);
+    if (ec) throw core::config_error("bad bind address: " + impl_->options.bind);
+    tcp::endpoint ep(addr, impl_->options.port);
+    auto& a = impl_->acceptor;
+    a.open(ep.protocol(), ec);
+    if (!ec) a.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) a.bind(ep, ec);
+    if (!ec) a.listen(impl_->options.backlog, ec);
+    if (ec) {
+        throw core::config_error("cannot listen on " + impl_->options.bind + ":" +
+                                 std::to_string(impl_->options.port) + ": " + ec.message());
+    }
+}
+
+unsigned short server::port() const noexcept {
+    boost::system::error_code ec;
+    auto ep = impl_->acceptor.local_endpoint(ec);
+    return ec ? 0 : ep.port();
+}
+
+std::size_t server::active_connections() const noexcept { return impl_->active.load(); }
+
+net::awaitable<void> server::run() {
+    auto s = impl_;
+    core::log::info("listening", {{"bind", s->options.bind}, {"port", port()}});
+    while (!s->stopping) {
+        auto [ec, sock] = co_await s->acceptor.async_accept(net::make_strand(s->ioc),
+                                                            net::as_tuple(use_awaitable));
+        if (ec) {
+            if (s->stopping || ec == net::error::operation_aborted) break;
+            core::log::warn("accept failed", {{"error", ec.message()}});
+            net::steady_timer t(co_await net::this_coro::executor);
+            t.expires_after(std::chrono::milliseconds(50));
+            co_await t.async_wait(net::as_tuple(use_awaitable));
+            continue;
+        }
+        boost::system::error_code nd;
+        sock.set_option(tcp::no_delay(true), nd);
+        s->active.fetch_add(1);
+        auto ex = sock.get_executor();
+        net::co_spawn(ex, session(s, std::move(sock)), [](std::exception_ptr e) {
+            if (!e) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex2) {
+                core::log::error("connection failed", {{"error", ex2.what()}});
+            }
+        });
+    }
+    // Drain: requests in flight finish; idle keep-alive connections were closed by stop().
+    net::steady_timer t(co_await net::this_coro::executor);
+    while (s->active.load() > 0) {
+        t.expires_after(std::chrono::milliseconds(10));
+        co_await t.async_wait(net::as_tuple(use_awaitable));
+    }
+    core::log::info("http server drained");
+}
+
+void server::stop() {
+    auto s = impl_;
+    if (s->stopping.exchange(true)) return;
+    net::post(s->acceptor.get_executor(), [s] {
+        boost::system::error_code ec;
+        s->acceptor.close(ec);
+    });
+    std::lock_guard lock(s->mu);
+    for (const auto& st : s->conns) {
+        net::post(st->ex, [st] {
+            if (st->stream && st->idle) st->stream->cancel();
+        });
+    }
+}
+
+}  // namespace awp::http
