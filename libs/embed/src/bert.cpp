@@ -33,8 +33,13 @@ void linear(const float* in, int n, const std::vector<float>& weight,
 }
 
 // The element-wise kernels get an AVX2 clone beside the baseline (SSE2) one, picked at load
-// time; -ffp-contract=off (ISO C++ mode) keeps both clones' results identical.
+// time; -ffp-contract=off (ISO C++ mode) keeps both clones' results identical. Not under the
+// sanitizers: the clones' ifunc resolver runs before TSan's runtime exists and crashes.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define AWP_EMBED_KERNEL
+#else
 #define AWP_EMBED_KERNEL [[gnu::target_clones("avx2", "default")]]
+#endif
 
 AWP_EMBED_KERNEL void layer_norm(float* x, int n, const float* gain, const float* bias, float eps) {
     float mean = 0.0F;

@@ -191,7 +191,10 @@ std::vector<float> tensor(const safetensors_file& file, const std::string& prefi
     if (t->shape != shape) {
         const auto text = [](const std::vector<std::int64_t>& s) {
             std::string out = "[";
-            for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+            for (std::size_t i = 0; i < s.size(); ++i) {
+                if (i > 0) out += ",";
+                out += std::to_string(s[i]);
+            }
             return out + "]";
         };
         throw error(where + ": tensor '" + full + "' has shape " + text(t->shape) +

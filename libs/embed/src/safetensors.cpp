@@ -35,7 +35,10 @@ std::size_t dtype_size(std::string_view dtype) {
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
     std::string s = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+        if (i > 0) s += ",";
+        s += std::to_string(shape[i]);
+    }
     return s + "]";
 }
 
