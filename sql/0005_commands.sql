@@ -103,6 +103,7 @@ SET search_path = ''
 AS $$
 DECLARE
   v_agent record;
+  v_agent_gateway uuid;  -- stays NULL for gateway-wide commands (no agent)
 BEGIN
   IF NEW.status IS DISTINCT FROM 'pending' THEN
     RAISE EXCEPTION 'agent_commands: a new command must have status pending, got %', NEW.status
@@ -122,19 +123,21 @@ BEGIN
         NEW.agent_slug, NEW.agent_id, v_agent.slug USING ERRCODE = 'AW004';
     END IF;
     NEW.agent_slug := v_agent.slug;
+    v_agent_gateway := v_agent.gateway_id;
   ELSIF NEW.agent_slug IS NOT NULL THEN
     SELECT a.id, a.slug, a.gateway_id INTO v_agent
       FROM public.agents a WHERE a.slug = NEW.agent_slug AND a.tenant_id = NEW.tenant_id;
     IF FOUND THEN
       NEW.agent_id := v_agent.id;
+      v_agent_gateway := v_agent.gateway_id;
     ELSIF NEW.action <> 'provision' THEN
       -- provision creates the agent: its slug may not exist yet.
       RAISE EXCEPTION 'agent_commands: agent "%" not found in tenant %', NEW.agent_slug, NEW.tenant_id
         USING ERRCODE = 'AW003';
     END IF;
   END IF;
-  IF NEW.gateway_id IS NULL AND v_agent.gateway_id IS NOT NULL THEN
-    NEW.gateway_id := v_agent.gateway_id;
+  IF NEW.gateway_id IS NULL AND v_agent_gateway IS NOT NULL THEN
+    NEW.gateway_id := v_agent_gateway;
   END IF;
   IF NEW.action IN ('update', 'remove', 'provision') AND NEW.agent_slug IS NULL THEN
     RAISE EXCEPTION 'agent_commands: action % needs agent_slug (or agent_id)', NEW.action
