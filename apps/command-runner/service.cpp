@@ -387,10 +387,14 @@ net::awaitable<void> runner_service::run() {
             }
         });
     if (stopping_) co_return;
-    net::co_spawn(ex, listener_->run(), net::detached);
+    // The listener and housekeeping refer to this object: run() returns only after both ended.
+    net::co_spawn(ex, listener_->run(), [this](std::exception_ptr) {
+        listener_done_ = true;
+        flows_idle_.set();
+    });
     net::co_spawn(ex, housekeeping(), net::detached);
     co_await driver_->run();
-    while (!flows_.empty() || !housekeeping_done_) co_await flows_idle_.wait();
+    while (!flows_.empty() || !housekeeping_done_ || !listener_done_) co_await flows_idle_.wait();
 }
 
 // ---- the queue ---------------------------------------------------------------------------

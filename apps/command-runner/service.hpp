@@ -89,7 +89,7 @@ private:
     std::vector<std::string> secret_values_;  // decrypted secrets: redacted from every output
     bool heartbeat_due_ = true, secrets_due_ = true;
     std::chrono::steady_clock::time_point last_sync_{};
-    bool ready_ = false, stopping_ = false, housekeeping_done_ = false;
+    bool ready_ = false, stopping_ = false, housekeeping_done_ = false, listener_done_ = false;
 };
 
 }  // namespace awp::runner

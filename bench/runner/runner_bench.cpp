@@ -117,7 +117,8 @@ int latency(int n) {
     }
     std::sort(ms.begin(), ms.end());
     auto pct = [&](double p) {
-        return ms[std::min(ms.size() - 1, static_cast<std::size_t>(p * ms.size()))];
+        return ms[std::min(ms.size() - 1,
+                           static_cast<std::size_t>(p * static_cast<double>(ms.size())))];
     };
     std::printf("latency commands=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", n, pct(0.50),
                 pct(0.99), ms.back());

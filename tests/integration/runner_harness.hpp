@@ -158,11 +158,12 @@ struct gateway_fixture {
                  "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, "
                  "'ready') RETURNING id",
                  {kDefaultTenant, slug});
-        agent_id = one(admin,
-                       "INSERT INTO agents (tenant_id, name, slug, gateway_id) VALUES ($1, $2, $2 "
-                       "|| '-' || $3, $3) "
-                       "RETURNING id",
-                       {kDefaultTenant, agent_slug, id});
+        agent_id = one(
+            admin,
+            "INSERT INTO agents (tenant_id, name, slug, gateway_id) VALUES ($1, $2, $2 || '-' || "
+            "left(md5(random()::text), 6), $3::uuid) "
+            "RETURNING id",
+            {kDefaultTenant, agent_slug, id});
         agent = one(admin, "SELECT slug FROM agents WHERE id = $1", {agent_id});
     }
     std::string agent;

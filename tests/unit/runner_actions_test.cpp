@@ -109,49 +109,54 @@ TEST_CASE("invalid payloads are refused with a message naming the field", "[runn
     CHECK_THAT(refusal(cmd("provision", "{}")), Catch::Contains("needs an agent"));
     CHECK_THAT(refusal(cmd("update", "{}", "a/../../b")), Catch::Contains("not a safe slug"));
     CHECK_THAT(refusal(cmd("remove", "{}", "..")), Catch::Contains("not a safe slug"));
-    CHECK_THAT(refusal(cmd("approve_pairing", R"({"pairing_code":"AB$(id)"
-})")), Catch::Contains("pairing_code"));
+    CHECK_THAT(refusal(cmd("approve_pairing", R"x({"pairing_code":"AB$(id)"})x")),
+               Catch::Contains("pairing_code"));
     CHECK_THAT(refusal(cmd("approve_pairing", R"({"pairing_code":"ABC","channel":"none"})")),
                Catch::Contains("channel"));
-CHECK_THAT(refusal(cmd("approve_pairing", "{}")), Catch::Contains("\"pairing_code\" is required"));
-CHECK_THAT(refusal(cmd("set_agent_model", R"({"agent_slug":"a"})")),
-           Catch::Contains("\"model\" or \"thinking\""));
-CHECK_THAT(refusal(cmd("set_agent_model", R"({"agent_slug":"a","thinking":"max"})")),
-           Catch::Contains("none, low, medium or high"));
-CHECK_THAT(refusal(cmd("auth_set_api_key", R"({"provider":"openai"})")),
-           Catch::Contains("\"api_key\""));
-CHECK_THAT(refusal(cmd("auth_set_api_key", R"({"provider":"Open AI","api_key":"k"})")),
-           Catch::Contains("\"provider\""));
-CHECK_THAT(refusal(cmd("auth_set_api_key",
-                       R"({"provider":"x","api_key":"k","base_url":"file:///etc"})")),
-           Catch::Contains("base_url"));
-CHECK_THAT(refusal(cmd("auth_start", R"({"provider":"x","mode":"magic"})")),
-           Catch::Contains("oauth_paste"));
-CHECK_THAT(refusal(cmd("auth_start", R"({"provider":"x","profile_name":"a b"})")),
-           Catch::Contains("profile_name"));
-CHECK_THAT(refusal(cmd("auth_paste", R"({"parent_command_id":"nope","value":"v"})")),
-           Catch::Contains("parent_command_id"));
-CHECK_THAT(refusal(cmd("auth_remove", R"({"profile_id":"noColon"})")),
-           Catch::Contains("provider:profile_name"));
-CHECK_THAT(refusal(cmd("auth_refresh", R"({"profile_id":"a:b:c"})")),
-           Catch::Contains("profile_id"));
-CHECK_THAT(refusal(cmd("source_write",
-                       R"({"connection_id":"11111111-1111-1111-1111-111111111111","action":"x"})")),
-           Catch::Contains("\"params\""));
-CHECK_THAT(refusal(cmd("execute_prompt", R"({"prompt":""})", "a")), Catch::Contains("\"prompt\""));
-CHECK_THAT(refusal(cmd("execute_prompt", R"({"prompt":"hi","timeout_seconds":100000})", "a")),
-           Catch::Contains("timeout_seconds"));
-CHECK_THAT(refusal(cmd("run_shell", R"({"argv":"ls -la"})")), Catch::Contains("\"argv\""));
-CHECK_THAT(refusal(cmd("run_shell", R"({"argv":["ls",1]})")), Catch::Contains("strings only"));
-CHECK_THAT(refusal(cmd("upload_file", R"({"path":"../x","content":"a"})", "a")),
-           Catch::Contains("\"..\""));
-CHECK_THAT(refusal(cmd("upload_file", R"({"path":"/etc/x","content":"a"})", "a")),
-           Catch::Contains("relative"));
-CHECK_THAT(refusal(cmd("upload_file", R"({"path":"x","content":"@@","encoding":"base64"})", "a")),
-           Catch::Contains("base64"));
-CHECK_THAT(refusal(cmd("send_message", R"({"target":"1"})")), Catch::Contains("\"message\""));
-CHECK_THAT(refusal(cmd("list_models", "[1,2]")), Catch::Contains("JSON object"));
-CHECK_THAT(refusal(cmd("backup_gateway")), Catch::Contains("unknown action \"backup_gateway\""));
+    CHECK_THAT(refusal(cmd("approve_pairing", "{}")),
+               Catch::Contains("\"pairing_code\" is required"));
+    CHECK_THAT(refusal(cmd("set_agent_model", R"({"agent_slug":"a"})")),
+               Catch::Contains("\"model\" or \"thinking\""));
+    CHECK_THAT(refusal(cmd("set_agent_model", R"({"agent_slug":"a","thinking":"max"})")),
+               Catch::Contains("none, low, medium or high"));
+    CHECK_THAT(refusal(cmd("auth_set_api_key", R"({"provider":"openai"})")),
+               Catch::Contains("\"api_key\""));
+    CHECK_THAT(refusal(cmd("auth_set_api_key", R"({"provider":"Open AI","api_key":"k"})")),
+               Catch::Contains("\"provider\""));
+    CHECK_THAT(refusal(cmd("auth_set_api_key",
+                           R"({"provider":"x","api_key":"k","base_url":"file:///etc"})")),
+               Catch::Contains("base_url"));
+    CHECK_THAT(refusal(cmd("auth_start", R"({"provider":"x","mode":"magic"})")),
+               Catch::Contains("oauth_paste"));
+    CHECK_THAT(refusal(cmd("auth_start", R"({"provider":"x","profile_name":"a b"})")),
+               Catch::Contains("profile_name"));
+    CHECK_THAT(refusal(cmd("auth_paste", R"({"parent_command_id":"nope","value":"v"})")),
+               Catch::Contains("parent_command_id"));
+    CHECK_THAT(refusal(cmd("auth_remove", R"({"profile_id":"noColon"})")),
+               Catch::Contains("provider:profile_name"));
+    CHECK_THAT(refusal(cmd("auth_refresh", R"({"profile_id":"a:b:c"})")),
+               Catch::Contains("profile_id"));
+    CHECK_THAT(
+        refusal(cmd("source_write",
+                    R"({"connection_id":"11111111-1111-1111-1111-111111111111","action":"x"})")),
+        Catch::Contains("\"params\""));
+    CHECK_THAT(refusal(cmd("execute_prompt", R"({"prompt":""})", "a")),
+               Catch::Contains("\"prompt\""));
+    CHECK_THAT(refusal(cmd("execute_prompt", R"({"prompt":"hi","timeout_seconds":100000})", "a")),
+               Catch::Contains("timeout_seconds"));
+    CHECK_THAT(refusal(cmd("run_shell", R"({"argv":"ls -la"})")), Catch::Contains("\"argv\""));
+    CHECK_THAT(refusal(cmd("run_shell", R"({"argv":["ls",1]})")), Catch::Contains("strings only"));
+    CHECK_THAT(refusal(cmd("upload_file", R"({"path":"../x","content":"a"})", "a")),
+               Catch::Contains("\"..\""));
+    CHECK_THAT(refusal(cmd("upload_file", R"({"path":"/etc/x","content":"a"})", "a")),
+               Catch::Contains("relative"));
+    CHECK_THAT(
+        refusal(cmd("upload_file", R"({"path":"x","content":"@@","encoding":"base64"})", "a")),
+        Catch::Contains("base64"));
+    CHECK_THAT(refusal(cmd("send_message", R"({"target":"1"})")), Catch::Contains("\"message\""));
+    CHECK_THAT(refusal(cmd("list_models", "[1,2]")), Catch::Contains("JSON object"));
+    CHECK_THAT(refusal(cmd("backup_gateway")),
+               Catch::Contains("unknown action \"backup_gateway\""));
 }
 
 TEST_CASE("the RUNTIME_MODE table maps gateway actions to compose, systemctl and the runtime",
