@@ -7,14 +7,14 @@
 #include <optional>
 #include <string>
 
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include "awp/core/error.hpp"
 #include "awp/core/pg.hpp"
@@ -78,12 +78,11 @@ verdict check_heartbeat(const context& ctx, const health_options& o) {
     if (prefix) scope += " on host " + prefix->substr(0, prefix->size() - 1);
     if (r.empty()) return {false, scope + ": no heartbeat recorded"};
     const auto age = r.get<std::int64_t>(0, 2);
-    const std::string seen = r.get<std::string>(0, 0) + " on gateway " +
-                             r.get<std::string>(0, 1) + ", last seen " + std::to_string(age) +
-                             " s ago";
+    const std::string seen = r.get<std::string>(0, 0) + " on gateway " + r.get<std::string>(0, 1) +
+                             ", last seen " + std::to_string(age) + " s ago";
     if (age > o.within_s) {
-        return {false, scope + ": silent (" + seen + ", limit " + std::to_string(o.within_s) +
-                           " s)"};
+        return {false,
+                scope + ": silent (" + seen + ", limit " + std::to_string(o.within_s) + " s)"};
     }
     return {true, scope + ": alive (" + seen + ")"};
 }
@@ -187,7 +186,8 @@ command add_health(CLI::App& root, context& ctx) {
     app->add_option("--daemon", o.daemon,
                     "Heartbeat name: command-runner, inbox-dispatcher, scheduler, ... (an awp- "
                     "prefix is accepted)");
-    app->add_option("--gateway", o.gateway, "Only heartbeats filed under this gateway (slug or id)");
+    app->add_option("--gateway", o.gateway,
+                    "Only heartbeats filed under this gateway (slug or id)");
     app->add_option("--instance", o.instance, "Only this instance (exact identity)")
         ->envname("AWP_INSTANCE");
     app->add_flag("--local", o.local,
@@ -221,8 +221,8 @@ command add_health(CLI::App& root, context& ctx) {
                 if (ctx.json) {
                     print_json(v);
                 } else {
-                    (v.ok ? std::cout : std::cerr) << (v.ok ? "healthy: " : "unhealthy: ")
-                                                   << v.what << "\n";
+                    (v.ok ? std::cout : std::cerr)
+                        << (v.ok ? "healthy: " : "unhealthy: ") << v.what << "\n";
                 }
                 return v.ok ? 0 : 1;
             }};

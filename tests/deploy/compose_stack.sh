@@ -65,7 +65,10 @@ for name in daemons:
 def run(argv, env, timeout=30):
     full = {"PATH": bindir + ":/usr/bin:/bin", "HOME": work, "PGCONNECT_TIMEOUT": "3"}
     full.update(env)
-    p = subprocess.run([os.path.join(bindir, argv[0])] + argv[1:], env=full, capture_output=True,
+    exe = os.path.join(bindir, argv[0])
+    if not os.access(exe, os.X_OK):
+        return 127, f"{exe} is not built"
+    p = subprocess.run([exe] + argv[1:], env=full, capture_output=True,
                        text=True, timeout=timeout)
     return p.returncode, p.stdout + p.stderr
 
