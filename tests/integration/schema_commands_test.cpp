@@ -134,6 +134,13 @@ TEST_CASE("bad command rows are refused with a clear error and no partial write"
                      "('alice', 'update', '{}'), ('alice', 'approve_pairing', '{}')");
           }) == "AW004");
     CHECK(count(d, "SELECT count(*) FROM agent_commands") == 0);
+    // Gateway-wide commands need no agent; provision names an agent that does not exist yet.
+    CHECK(count(d, "WITH c AS (INSERT INTO agent_commands (gateway_id, action) VALUES ($1, 'update_all') RETURNING 1) "
+                   "SELECT count(*) FROM c", {default_gateway(admin)}) == 1);
+    CHECK(count(d, "WITH c AS (INSERT INTO agent_commands (gateway_id, agent_slug, action, payload) "
+                   "VALUES ($1, 'newbie', 'provision', '{\"channel\":\"telegram\"}') RETURNING 1) SELECT count(*) FROM c",
+                {default_gateway(admin)}) == 1);
+    CHECK(sqlstate_of([&] { d.exec("INSERT INTO agent_commands (action) VALUES ('update_all')"); }) == "23502");
     // The good ones: set_agent_model gets agent_slug into its payload.
     auto id = enqueue(d, "alice", "set_agent_model", "{\"model\":\"openai/gpt-5\"}");
     CHECK(one(d, "SELECT payload->>'agent_slug' FROM agent_commands WHERE id = $1", {id}) == "alice");
