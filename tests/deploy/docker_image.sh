@@ -46,6 +46,12 @@ for stage in runtime runner; do
   [[ $last_user == awp ]] || bad "stage $stage ends as user '${last_user:-root}', not awp"
 done
 
+# The build stage installs every library package scripts/install-deps.sh builds against.
+build_pkgs=$(awk '/^FROM .* AS build$/{r=1} /^FROM .* AS runtime$/{r=0} r && !/^#/' "$dockerfile" | tr -s '[:space:]' '\n')
+for pkg in $(sed -n '/^PACKAGES=(/,/)/p' "$src/scripts/install-deps.sh" | tr -s '[:space:]()' '\n' | grep -E '^lib.*-dev$'); do
+  grep -qxF "$pkg" <<<"$build_pkgs" || bad "the build stage lacks $pkg (scripts/install-deps.sh has it)"
+done
+
 # Runtime libraries: the direct NEEDED entries of every built executable, mapped to packages.
 runtime_pkgs=$(awk '/^FROM .* AS runtime$/{r=1} /^FROM runtime AS runner$/{r=0} r && !/^#/' "$dockerfile" |
   tr -s '[:space:]' '\n' | grep -E '^lib[a-z0-9.+-]+$' | sort -u || true)
