@@ -202,6 +202,11 @@ service::service(net::io_context& ioc, config cfg, std::shared_ptr<embed::embedd
     o.bind = cfg_.bind;
     o.port = static_cast<unsigned short>(cfg_.port);
     o.name = "awp-embedder";
+    // Adapter for libs/http as of now: Beast checks Content-Length against the parser's body
+    // limit while reading the header, before the route's limit is applied, and the server
+    // answers that with 400 "malformed request". A header-time limit above the route's lets the
+    // route answer 413 itself; bodies beyond it still get the 400.
+    o.unrouted_body_limit = static_cast<std::size_t>(cfg_.max_body) + 1024 * 1024;
     server_ = std::make_unique<http::server>(ioc_, std::move(r), o);
 }
 
@@ -227,16 +232,15 @@ net::awaitable<void> service::sleep_for(std::chrono::milliseconds d) {
 }
 
 // Runs embed_batch on the pool; the result (or the exception, as a value) comes back to the
-// calling coroutine's executor, where the awaitable rethrows it.
+// calling coroutine's executor, where the awaitable rethrows it. Deliberately not a coroutine:
+// GCC 12 destroyed a shared_ptr local twice when a coroutine frame held the captured state.
 net::awaitable<std::vector<embed::embedding_result>> service::infer(
     std::vector<std::string> texts) {
     using result_type = std::vector<embed::embedding_result>;
-    auto pool_ex = pool_.get_executor();
-    auto model = model_;
-    const auto delay = cfg_.inference_delay();
-    co_return co_await net::async_initiate<const net::use_awaitable_t<>&,
-                                           void(std::exception_ptr, result_type)>(
-        [pool_ex, model, delay](auto handler, std::vector<std::string> t) {
+    return net::async_initiate<const net::use_awaitable_t<>&,
+                               void(std::exception_ptr, result_type)>(
+        [pool_ex = pool_.get_executor(), model = model_, delay = cfg_.inference_delay()](
+            auto handler, std::vector<std::string> t) {
             net::post(pool_ex, [model, delay, t = std::move(t), h = std::move(handler)]() mutable {
                 std::exception_ptr failure;
                 result_type out;
@@ -313,6 +317,7 @@ net::awaitable<void> service::run() {
         ready_ = true;
         core::daemon::notify_ready();
         log::info("ready", {{"port", static_cast<int>(port())}});
+        while (!stopping_) co_await wake_.wait();
     }
     server_->stop();
     co_await server_done_.wait();
