@@ -18,18 +18,28 @@ set -a
 if [[ ! -f $STATE/stack.env ]]; then
   umask 077
   cat >"$STATE/stack.env" <<ENV
-# awp stack settings for scripts/run-stack.sh (see README "Configuration").
+# awp stack settings for scripts/run-stack.sh (see README "Configuration" and docs/*.md).
 JWT_SECRET=$(openssl rand -hex 32)
 SERVICE_ROLE_KEY=$(openssl rand -hex 32)
-GATEWAY_ID=local
+# The migrations seed the gateway "default" of the default tenant.
+GATEWAY_ID=default
 API_BIND=127.0.0.1
 API_PORT=3000
+EMBEDDER_BIND=127.0.0.1
+EMBEDDER_PORT=8088
+EMBEDDER_URL=http://127.0.0.1:8088
+# Everything the daemons write stays under $STATE.
+AWP_CONFIG_DIR=$STATE/config
+AGENTS_DIR=$STATE/agents
+SECRETS_DIR=$STATE/secrets
+AWP_STATE_DIR=$STATE/runner
 LOG_LEVEL=info
 ENV
 fi
 # shellcheck disable=SC1091
 . "$STATE/stack.env"
 set +a
+mkdir -p "$AWP_CONFIG_DIR" "$AGENTS_DIR" "$SECRETS_DIR" "$AWP_STATE_DIR"
 
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
 pids=()

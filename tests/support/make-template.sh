@@ -6,7 +6,7 @@ awpctl=${1:?usage: make-template.sh path/to/awpctl}
 : "${AWP_PG_ADMIN_DSN:?source .awp/cluster.env (scripts/test.sh does)}"
 admin="$AWP_PG_ADMIN_DSN dbname=postgres"
 q() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -v ON_ERROR_STOP=1 "$admin" "$@"; }
-q -tAc "SELECT format('DROP DATABASE %I WITH (FORCE)', datname) FROM pg_database
+q -tAc "SELECT format('DROP DATABASE %I WITH (FORCE);', datname) FROM pg_database
         WHERE datname LIKE 'awp\_t\_%' AND datname NOT IN (SELECT datname FROM pg_stat_activity
         WHERE datname IS NOT NULL)" | q >/dev/null
 q -c "UPDATE pg_database SET datistemplate = false WHERE datname = 'awp_test_template'"
