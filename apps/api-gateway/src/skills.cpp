@@ -13,10 +13,11 @@ namespace {
 /// The agent's (tenant, id); X-Tenant-Id narrows a slug that several tenants use.
 net::awaitable<std::pair<std::string, std::string>> find_agent(db_pool::tx& t, std::string slug,
                                                                std::string tenant) {
+    const pg::param tenant_param = tenant.empty() ? pg::param(std::nullopt) : pg::param(tenant);
     auto rows = co_await t.query(
         "SELECT tenant_id::text, id::text FROM public.agents "
         "WHERE slug = $1 AND ($2::uuid IS NULL OR tenant_id = $2::uuid) LIMIT 2",
-        slug, tenant.empty() ? pg::param(std::nullopt) : pg::param(tenant));
+        slug, tenant_param);
     if (rows.empty()) throw http_error(404, "not_found", "agent not found");
     if (rows.size() > 1) {
         throw http_error(409, "ambiguous_agent",
@@ -98,9 +99,12 @@ net::awaitable<response> gateway::skills_post(request r) {
     auto t = co_await db_->begin(p);
     auto [tid, agent] = co_await find_agent(t, slug, tenant);
     auto actor = r.header.get("x-actor").value_or("");
+    // Named, not a ?: temporary inside the co_await: GCC 12 frees such a temporary twice
+    // (docs/coroutines.md).
+    const std::string changed_by = actor.empty() ? "agent:" + slug : std::string(actor);
     co_await t.query(
         "SELECT set_config('awp.change_reason', $1, true), set_config('awp.changed_by', $2, true)",
-        reason, actor.empty() ? "agent:" + slug : std::string(actor));
+        reason, changed_by);
     std::string id;
     if (action == "create") {
         auto row = co_await t.query(

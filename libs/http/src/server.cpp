@@ -212,7 +212,10 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         if (s->stopping) break;
         bhttp::request_parser<bhttp::string_body> parser;
         parser.header_limit(static_cast<std::uint32_t>(o.header_limit));
-        parser.body_limit(o.unrouted_body_limit);
+        // No limit while reading the header: Beast checks Content-Length against the limit as
+        // soon as the header is parsed, before we know the route. The route's own limit (or
+        // the unrouted one) is set right after, and Content-Length is checked against it.
+        parser.body_limit(boost::none);
         stream.expires_after(first && buffer.size() == 0 ? o.header_timeout : o.idle_timeout);
         st->idle = true;
         auto [ec, n] =
@@ -251,6 +254,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         const bool head = req.method == "HEAD";
 
         std::optional<response> early;
+        parser.body_limit(o.unrouted_body_limit);
         auto m = s->routes.match(req.method, req.path);
         if (!m.h) {
             if (!m.allow.empty()) {
