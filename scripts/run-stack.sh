@@ -48,7 +48,8 @@ stop_all() {
   echo "run-stack: stopping daemons" >&2
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  "$REPO/scripts/pg-cluster.sh" stop
+  # stack.env sets AWP_STATE_DIR for the runner; the cluster's own state folder is $STATE.
+  AWP_STATE_DIR=$STATE "$REPO/scripts/pg-cluster.sh" stop
   exit 0
 }
 trap stop_all INT TERM
