@@ -50,7 +50,8 @@ unsigned short free_port() {
 }
 
 struct gateway_process {
-    explicit gateway_process(const std::string& dsn, std::map<std::string, std::string> extra = {}) {
+    explicit gateway_process(const std::string& dsn,
+                             std::map<std::string, std::string> extra = {}) {
         dir = fs::temp_directory_path() / random_name("awp-api-e2e-");
         fs::create_directories(dir);
         port = free_port();
@@ -151,7 +152,8 @@ http::headers json_bearer(const std::string& token) {
     return h;
 }
 
-std::string user_token(const std::string& tenant, long ttl = 3600, const std::string& role = "authenticated",
+std::string user_token(const std::string& tenant, long ttl = 3600,
+                       const std::string& role = "authenticated",
                        const std::string& secret = kSecret) {
     const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
@@ -172,11 +174,13 @@ std::string error_code(const http::response& r) {
 }
 
 std::string seed_tenant(awp::core::pg::connection& admin, const std::string& slug) {
-    return std::string(admin.exec("INSERT INTO tenants (name, slug) VALUES ($1, $1) RETURNING id::text", {slug})
-                           .get<std::string>(0, 0));
+    return std::string(
+        admin.exec("INSERT INTO tenants (name, slug) VALUES ($1, $1) RETURNING id::text", {slug})
+            .get<std::string>(0, 0));
 }
 
-void seed_agent(awp::core::pg::connection& admin, const std::string& tenant, const std::string& slug) {
+void seed_agent(awp::core::pg::connection& admin, const std::string& tenant,
+                const std::string& slug) {
     admin.exec("INSERT INTO agents (tenant_id, name, slug) VALUES ($1, $2, $2)", {tenant, slug});
 }
 
@@ -221,25 +225,25 @@ TEST_CASE("authentication matrix on session and service-role routes", "[api]") {
     CHECK(gw.get("/api/agents/templates").status == 401);
     CHECK(gw.get("/api/agents/templates", bearer(user_token(t))).status == 200);
     CHECK(gw.get("/api/agents/templates", bearer(user_token(t, -120))).status == 401);  // expired
-    CHECK(gw.get("/api/agents/templates",
-                 bearer(user_token(t, 3600, "authenticated", "another-secret-0123456789abcdef0123")))
+    CHECK(gw.get("/api/agents/templates", bearer(user_token(t, 3600, "authenticated",
+                                                            "another-secret-0123456789abcdef0123")))
               .status == 401);  // wrong key
-    const std::string none_token = crypto::base64url_encode(R"({"alg":"none","typ":"JWT"})") + "." +
-                                   crypto::base64url_encode(
-                                       R"({"sub":"x","role":"authenticated","exp":9999999999})") +
-                                   ".";
+    const std::string none_token =
+        crypto::base64url_encode(R"({"alg":"none","typ":"JWT"})") + "." +
+        crypto::base64url_encode(R"({"sub":"x","role":"authenticated","exp":9999999999})") + ".";
     CHECK(gw.get("/api/agents/templates", bearer(none_token)).status == 401);
     CHECK(gw.get("/api/agents/templates", bearer(user_token(t, 3600, "anon"))).status == 401);
     CHECK(gw.get("/api/agents/templates", bearer(kServiceKey)).status == 403);
-    CHECK(gw.get("/api/agents/templates", bearer(user_token(t, 3600, "service_role"))).status == 403);
+    CHECK(gw.get("/api/agents/templates", bearer(user_token(t, 3600, "service_role"))).status ==
+          403);
 
     // Cookies: the plain awp cookie, @supabase/ssr base64- and chunked forms.
     const auto tok = user_token(t);
     http::headers plain;
     plain.add("Cookie", "other=1; awp-auth-token=" + tok);
     CHECK(gw.get("/api/agents/templates", plain).status == 200);
-    const auto session = crypto::base64url_encode(R"({"access_token":")" + tok +
-                                                  R"(","refresh_token":"r","token_type":"bearer"})");
+    const auto session = crypto::base64url_encode(
+        R"({"access_token":")" + tok + R"(","refresh_token":"r","token_type":"bearer"})");
     http::headers ssr;
     ssr.add("Cookie", "sb-abcdefgh-auth-token=base64-" + session);
     CHECK(gw.get("/api/agents/templates", ssr).status == 200);
@@ -269,7 +273,8 @@ TEST_CASE("login with Argon2id, HttpOnly cookie, rate limit, logout", "[api]") {
     const auto email = random_name("user") + "@example.com";
     {
         std::string cmd = std::string(AWP_BIN_DIR) + "/awpctl --database-url '" + db.daemon_dsn() +
-                          "' user add --email " + email + " --password 'correct horse battery' >/dev/null";
+                          "' user add --email " + email +
+                          " --password 'correct horse battery' >/dev/null";
         REQUIRE(std::system(cmd.c_str()) == 0);
     }
     gateway_process gw(db.api_dsn());
@@ -319,8 +324,9 @@ TEST_CASE("skills: create, update with reason, versions, 422s, tenant scoping", 
     gateway_process gw(db.api_dsn());
     auto h = json_bearer(kServiceKey);
 
-    auto created = gw.request("POST", "/api/agents/writer/skills", h,
-                              R"({"title":"Greeting","content":"Say hi","action":"create","reason":"first"})");
+    auto created =
+        gw.request("POST", "/api/agents/writer/skills", h,
+                   R"({"title":"Greeting","content":"Say hi","action":"create","reason":"first"})");
     REQUIRE(created.status == 201);
     rapidjson::Document d;
     d.Parse(created.body.c_str());
@@ -335,9 +341,10 @@ TEST_CASE("skills: create, update with reason, versions, 422s, tenant scoping", 
               .status == 422);
     CHECK(gw.request("POST", "/api/agents/writer/skills", h, "[1,2").status == 400);
 
-    auto updated = gw.request("POST", "/api/agents/writer/skills", h,
-                              R"({"title":"Greeting","content":"Say hello","action":"update","reason":"warmer","knowledge_item_id":")" +
-                                  id + "\"}");
+    auto updated = gw.request(
+        "POST", "/api/agents/writer/skills", h,
+        R"({"title":"Greeting","content":"Say hello","action":"update","reason":"warmer","knowledge_item_id":")" +
+            id + "\"}");
     CHECK(updated.status == 200);
     CHECK(updated.body.find("\"version\":2") != std::string::npos);
 
@@ -361,7 +368,8 @@ TEST_CASE("agent files: upload, read, traversal refused, size limit, tenant isol
     const auto tok = user_token(t1);
     auto raw = bearer(tok);
     raw.add("Content-Type", "application/octet-stream");
-    CHECK(gw.request("POST", "/api/agents/bob/files?path=notes/a.md", raw, "# hello").status == 201);
+    CHECK(gw.request("POST", "/api/agents/bob/files?path=notes/a.md", raw, "# hello").status ==
+          201);
     auto got = gw.get("/api/agents/bob/files/notes/a.md", bearer(tok));
     CHECK(got.status == 200);
     CHECK(got.body == "# hello");
@@ -392,9 +400,15 @@ TEST_CASE("agent files: upload, read, traversal refused, size limit, tenant isol
     CHECK(gw.request("POST", "/api/agents/bob/files?path=../escape.txt", raw, "x").status == 400);
     CHECK(gw.request("POST", "/api/agents/bob/files?path=link.txt/x", raw, "x").status == 400);
     CHECK(!fs::exists(gw.dir / "agents" / t1 / "escape.txt"));
-    { std::ifstream in(outside); std::string s; std::getline(in, s); CHECK(s == "TOP SECRET"); }
+    {
+        std::ifstream in(outside);
+        std::string s;
+        std::getline(in, s);
+        CHECK(s == "TOP SECRET");
+    }
 
-    CHECK(gw.request("POST", "/api/agents/bob/files?path=big.bin", raw, std::string(4096, 'x')).status == 413);
+    CHECK(gw.request("POST", "/api/agents/bob/files?path=big.bin", raw, std::string(4096, 'x'))
+              .status == 413);
 
     // Another tenant does not see the agent at all.
     CHECK(gw.get("/api/agents/bob/files/notes/a.md", bearer(user_token(t2))).status == 404);
@@ -415,8 +429,9 @@ TEST_CASE("workspace registry: add, list without keys, switch, corrupt file repo
     awp::test::scoped_database db;
     gateway_process gw(db.api_dsn());
     auto h = json_bearer(user_token(kDefaultTenant));
-    auto add = gw.request("POST", "/api/workspaces", h,
-                          R"({"label":"Main","emoji":"🏠","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-SHOULD-NOT-LEAK-0123"})");
+    auto add = gw.request(
+        "POST", "/api/workspaces", h,
+        R"({"label":"Main","emoji":"🏠","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-SHOULD-NOT-LEAK-0123"})");
     REQUIRE(add.status == 201);
     CHECK(add.body.find("SHOULD-NOT-LEAK") == std::string::npos);
     auto list = gw.get("/api/workspaces", bearer(user_token(kDefaultTenant)));
@@ -435,16 +450,19 @@ TEST_CASE("workspace registry: add, list without keys, switch, corrupt file repo
     rapidjson::Document d;
     d.Parse(add.body.c_str());
     const std::string id = d["id"].GetString();
-    auto sw = gw.get("/api/workspaces/switch?workspaceId=" + id, bearer(user_token(kDefaultTenant)));
+    auto sw =
+        gw.get("/api/workspaces/switch?workspaceId=" + id, bearer(user_token(kDefaultTenant)));
     CHECK(sw.status == 200);
     CHECK(sw.header.get("set-cookie").value_or("").find(id) != std::string::npos);
     CHECK(gw.get("/api/workspaces/switch?workspaceId=" + awp::core::uuid::generate_v4().to_string(),
                  bearer(user_token(kDefaultTenant)))
               .status == 404);
-    CHECK(gw.get("/api/workspaces/switch?workspaceId=nope", bearer(user_token(kDefaultTenant))).status == 422);
+    CHECK(gw.get("/api/workspaces/switch?workspaceId=nope", bearer(user_token(kDefaultTenant)))
+              .status == 422);
 
-    auto val = gw.request("POST", "/api/workspaces/validate", h,
-                          R"({"url":"http://127.0.0.1:9","serviceRoleKey":"svc-key-0123456789abcdef"})");
+    auto val =
+        gw.request("POST", "/api/workspaces/validate", h,
+                   R"({"url":"http://127.0.0.1:9","serviceRoleKey":"svc-key-0123456789abcdef"})");
     CHECK(val.status == 422);
     CHECK(val.body.find("unreachable") != std::string::npos);
 
@@ -452,8 +470,9 @@ TEST_CASE("workspace registry: add, list without keys, switch, corrupt file repo
     auto corrupt = gw.get("/api/workspaces", bearer(user_token(kDefaultTenant)));
     CHECK(corrupt.status == 500);
     CHECK(error_code(corrupt) == "registry_corrupt");
-    auto add2 = gw.request("POST", "/api/workspaces", h,
-                           R"({"label":"B","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})");
+    auto add2 = gw.request(
+        "POST", "/api/workspaces", h,
+        R"({"label":"B","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})");
     CHECK(add2.status == 500);
     std::ifstream in(gw.dir / "config" / "workspaces.json");
     std::string s;

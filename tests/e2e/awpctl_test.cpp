@@ -45,7 +45,7 @@ TEST_CASE("awpctl status reports queue depths per gateway from the rows", "[awpc
     c.exec(
         "INSERT INTO agent_commands (gateway_id, action, status) "
         "SELECT id, 'update_all'::command_action, 'pending'::command_status FROM gateways "
-           "WHERE slug = 'gw-a' "
+        "WHERE slug = 'gw-a' "
         "UNION ALL SELECT id, 'update_all', 'pending' FROM gateways WHERE slug = 'gw-a'");
     auto [rc, out] = awpctl({"--json", "--database-url", db.admin_dsn(), "status"});
     REQUIRE(rc == 0);

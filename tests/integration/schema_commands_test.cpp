@@ -14,8 +14,8 @@ using awp::test::scoped_database;
 
 namespace {
 
-std::string enqueue(pg::connection& c, const std::string& agent_slug, const std::string& action = "update",
-                    const std::string& payload = "{}") {
+std::string enqueue(pg::connection& c, const std::string& agent_slug,
+                    const std::string& action = "update", const std::string& payload = "{}") {
     return one(c,
                "INSERT INTO agent_commands (agent_slug, action, payload, status) "
                "VALUES ($1, $2::command_action, $3::jsonb, 'pending') RETURNING id",
@@ -33,7 +33,8 @@ std::vector<pg::notification> wait_notifications(pg::connection& c, std::size_t 
 
 }  // namespace
 
-TEST_CASE("a command goes pending -> leased -> running -> done through the runner RPCs", "[schema][commands]") {
+TEST_CASE("a command goes pending -> leased -> running -> done through the runner RPCs",
+          "[schema][commands]") {
     scoped_database db;
     auto admin = db.admin();
     new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
@@ -46,13 +47,16 @@ TEST_CASE("a command goes pending -> leased -> running -> done through the runne
     CHECK(leased.get<std::string>(0, "status") == "leased");
     CHECK(leased.get<std::string>(0, "leased_by") == "runner-1");
     auto token = leased.get<std::string>(0, "lease_token");
-    CHECK(count(d, "SELECT count(*) FROM agent_commands WHERE id = $1 AND lease_expires_at "
-                   "BETWEEN now() + interval '179 seconds' AND now() + interval '181 seconds'", {id}) == 1);
+    CHECK(count(d,
+                "SELECT count(*) FROM agent_commands WHERE id = $1 AND lease_expires_at "
+                "BETWEEN now() + interval '179 seconds' AND now() + interval '181 seconds'",
+                {id}) == 1);
     CHECK(d.exec("SELECT * FROM lease_command(180, 'default')").empty());
 
     CHECK(one(d, "SELECT status FROM start_command($1, $2)", {id, token}) == "running");
-    auto done = d.exec("SELECT * FROM complete_command($1, 0, 'out', NULL, $2, '{\"api_key\": null}')",
-                       {id, token});
+    auto done =
+        d.exec("SELECT * FROM complete_command($1, 0, 'out', NULL, $2, '{\"api_key\": null}')",
+               {id, token});
     CHECK(done.get<std::string>(0, "status") == "done");
     CHECK(done.get<std::string>(0, "stdout") == "out");
     CHECK(done.get<int>(0, "exit_code") == 0);
@@ -72,7 +76,8 @@ TEST_CASE("illegal command transitions raise AW001 and change nothing", "[schema
     CHECK(sqlstate_of([&] { d.exec("SELECT complete_command($1, 0)", {id}); }) == "AW001");
     CHECK(sqlstate_of([&] { d.exec("SELECT fail_command($1, 1, 'x')", {id}); }) == "AW001");
     auto msg = message_of([&] { d.exec("SELECT start_command($1)", {id}); });
-    CHECK(msg.find("command " + id + ": cannot start: status is pending, expected leased") != std::string::npos);
+    CHECK(msg.find("command " + id + ": cannot start: status is pending, expected leased") !=
+          std::string::npos);
 
     d.exec("SELECT lease_command(60, 'default')");
     // leased: cannot complete.
@@ -80,12 +85,15 @@ TEST_CASE("illegal command transitions raise AW001 and change nothing", "[schema
     d.exec("SELECT start_command($1)", {id});
     CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1)", {id}); }) == "AW001");
     d.exec("SELECT fail_command($1, 2, 'boom')", {id});
-    CHECK(one(d, "SELECT status || ':' || exit_code || ':' || error_message FROM agent_commands WHERE id = $1",
+    CHECK(one(d,
+              "SELECT status || ':' || exit_code || ':' || error_message FROM agent_commands WHERE "
+              "id = $1",
               {id}) == "failed:2:boom");
     // failed is final, even for a direct write by the service role.
     CHECK(sqlstate_of([&] { d.exec("SELECT complete_command($1, 0)", {id}); }) == "AW001");
-    CHECK(sqlstate_of([&] { d.exec("UPDATE agent_commands SET status = 'pending' WHERE id = $1", {id}); }) ==
-          "AW001");
+    CHECK(sqlstate_of([&] {
+              d.exec("UPDATE agent_commands SET status = 'pending' WHERE id = $1", {id});
+          }) == "AW001");
     CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {id}) == "failed");
 
     // A leased command may fail before it starts; a cancelled one never runs.
@@ -96,19 +104,23 @@ TEST_CASE("illegal command transitions raise AW001 and change nothing", "[schema
     CHECK(sqlstate_of([&] { d.exec("SELECT cancel_command($1)", {id2}); }) == "AW001");
 }
 
-TEST_CASE("unknown command ids, gateways and bad arguments are named errors", "[schema][commands]") {
+TEST_CASE("unknown command ids, gateways and bad arguments are named errors",
+          "[schema][commands]") {
     scoped_database db;
     auto d = db.daemon();
     auto missing = std::string("5b0f4a1e-0000-4000-8000-000000000001");
     CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1)", {missing}); }) == "AW003");
-    CHECK(message_of([&] { d.exec("SELECT fail_command($1, 1, 'x')", {missing}); })
-              .find("command " + missing + ": not found") != std::string::npos);
-    CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_command(60, 'no-such-gateway')"); }) == "AW003");
+    CHECK(message_of([&] {
+              d.exec("SELECT fail_command($1, 1, 'x')", {missing});
+          }).find("command " + missing + ": not found") != std::string::npos);
+    CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_command(60, 'no-such-gateway')"); }) ==
+          "AW003");
     CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_command(0, 'default')"); }) == "AW004");
     CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_command(60, NULL)"); }) == "AW004");
 }
 
-TEST_CASE("bad command rows are refused with a clear error and no partial write", "[schema][commands]") {
+TEST_CASE("bad command rows are refused with a clear error and no partial write",
+          "[schema][commands]") {
     scoped_database db;
     auto admin = db.admin();
     new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
@@ -117,33 +129,48 @@ TEST_CASE("bad command rows are refused with a clear error and no partial write"
     CHECK(sqlstate_of([&] { enqueue(d, "alice", "update", "[1,2]"); }) == "AW004");
     CHECK(sqlstate_of([&] { enqueue(d, "alice", "update", "\"text\""); }) == "AW004");
     CHECK(sqlstate_of([&] { enqueue(d, "alice", "fly_to_moon"); }) == "22P02");
-    auto msg = message_of([&] { enqueue(d, "alice", "auth_set_api_key", "{\"provider\":\"openai\"}"); });
+    auto msg =
+        message_of([&] { enqueue(d, "alice", "auth_set_api_key", "{\"provider\":\"openai\"}"); });
     CHECK(msg.find("needs payload field \"api_key\"") != std::string::npos);
     CHECK(sqlstate_of([&] { enqueue(d, "alice", "set_agent_model", "{}"); }) == "AW004");
-    CHECK(sqlstate_of([&] { enqueue(d, "alice", "source_write", "{\"connection_id\":\"x\",\"action\":\"y\"}"); }) ==
-          "AW004");
-    CHECK(sqlstate_of([&] { enqueue(d, "alice", "provision", "{\"telegram_bot_token\":\"123:abc\"}"); }) == "AW004");
+    CHECK(sqlstate_of([&] {
+              enqueue(d, "alice", "source_write", "{\"connection_id\":\"x\",\"action\":\"y\"}");
+          }) == "AW004");
+    CHECK(sqlstate_of([&] {
+              enqueue(d, "alice", "provision", "{\"telegram_bot_token\":\"123:abc\"}");
+          }) == "AW004");
     CHECK(sqlstate_of([&] { enqueue(d, "nobody"); }) == "AW003");
     CHECK(sqlstate_of([&] {
-              d.exec("INSERT INTO agent_commands (gateway_id, action, status) VALUES ($1, 'update_all', 'done')",
-                     {default_gateway(admin)});
+              d.exec(
+                  "INSERT INTO agent_commands (gateway_id, action, status) VALUES ($1, "
+                  "'update_all', 'done')",
+                  {default_gateway(admin)});
           }) == "AW004");
     // A statement with one bad row writes none.
     CHECK(sqlstate_of([&] {
-              d.exec("INSERT INTO agent_commands (agent_slug, action, payload) VALUES "
-                     "('alice', 'update', '{}'), ('alice', 'approve_pairing', '{}')");
+              d.exec(
+                  "INSERT INTO agent_commands (agent_slug, action, payload) VALUES "
+                  "('alice', 'update', '{}'), ('alice', 'approve_pairing', '{}')");
           }) == "AW004");
     CHECK(count(d, "SELECT count(*) FROM agent_commands") == 0);
     // Gateway-wide commands need no agent; provision names an agent that does not exist yet.
-    CHECK(count(d, "WITH c AS (INSERT INTO agent_commands (gateway_id, action) VALUES ($1, 'update_all') RETURNING 1) "
-                   "SELECT count(*) FROM c", {default_gateway(admin)}) == 1);
-    CHECK(count(d, "WITH c AS (INSERT INTO agent_commands (gateway_id, agent_slug, action, payload) "
-                   "VALUES ($1, 'newbie', 'provision', '{\"channel\":\"telegram\"}') RETURNING 1) SELECT count(*) FROM c",
+    CHECK(count(d,
+                "WITH c AS (INSERT INTO agent_commands (gateway_id, action) VALUES ($1, "
+                "'update_all') RETURNING 1) "
+                "SELECT count(*) FROM c",
                 {default_gateway(admin)}) == 1);
-    CHECK(sqlstate_of([&] { d.exec("INSERT INTO agent_commands (action) VALUES ('update_all')"); }) == "23502");
+    CHECK(count(d,
+                "WITH c AS (INSERT INTO agent_commands (gateway_id, agent_slug, action, payload) "
+                "VALUES ($1, 'newbie', 'provision', '{\"channel\":\"telegram\"}') RETURNING 1) "
+                "SELECT count(*) FROM c",
+                {default_gateway(admin)}) == 1);
+    CHECK(sqlstate_of([&] {
+              d.exec("INSERT INTO agent_commands (action) VALUES ('update_all')");
+          }) == "23502");
     // The good ones: set_agent_model gets agent_slug into its payload.
     auto id = enqueue(d, "alice", "set_agent_model", "{\"model\":\"openai/gpt-5\"}");
-    CHECK(one(d, "SELECT payload->>'agent_slug' FROM agent_commands WHERE id = $1", {id}) == "alice");
+    CHECK(one(d, "SELECT payload->>'agent_slug' FROM agent_commands WHERE id = $1", {id}) ==
+          "alice");
 }
 
 TEST_CASE("a runner whose lease expired and was taken over is fenced off", "[schema][commands]") {
@@ -153,7 +180,9 @@ TEST_CASE("a runner whose lease expired and was taken over is fenced off", "[sch
     auto d = db.daemon();
     auto id = enqueue(d, "alice");
     auto first = one(d, "SELECT lease_token FROM lease_command(60, 'default', 'runner-a')");
-    admin.exec("UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' WHERE id = $1", {id});
+    admin.exec(
+        "UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' WHERE id = $1",
+        {id});
 
     // lease_command requeues the expired lease inline and hands the command to runner-b.
     auto r = d.exec("SELECT * FROM lease_command(60, 'default', 'runner-b')");
@@ -165,13 +194,18 @@ TEST_CASE("a runner whose lease expired and was taken over is fenced off", "[sch
 
     CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1, $2)", {id, first}); }) == "AW002");
     d.exec("SELECT start_command($1, $2)", {id, second});
-    CHECK(sqlstate_of([&] { d.exec("SELECT complete_command($1, 0, 'late', NULL, $2)", {id, first}); }) == "AW002");
-    CHECK(sqlstate_of([&] { d.exec("SELECT fail_command($1, 1, 'late', $2)", {id, first}); }) == "AW002");
+    CHECK(sqlstate_of([&] {
+              d.exec("SELECT complete_command($1, 0, 'late', NULL, $2)", {id, first});
+          }) == "AW002");
+    CHECK(sqlstate_of([&] {
+              d.exec("SELECT fail_command($1, 1, 'late', $2)", {id, first});
+          }) == "AW002");
     d.exec("SELECT complete_command($1, 0, 'b', NULL, $2)", {id, second});
     CHECK(one(d, "SELECT stdout FROM agent_commands WHERE id = $1", {id}) == "b");
 }
 
-TEST_CASE("expired leases: leased goes back to the pool, running becomes failed, no retry", "[schema][commands]") {
+TEST_CASE("expired leases: leased goes back to the pool, running becomes failed, no retry",
+          "[schema][commands]") {
     scoped_database db;
     auto admin = db.admin();
     new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
@@ -188,8 +222,8 @@ TEST_CASE("expired leases: leased goes back to the pool, running becomes failed,
     CHECK(reaped.get<int>(0, "commands_failed") == 1);
     CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {a}) == "pending");
     CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {b}) == "failed");
-    CHECK(one(d, "SELECT error_message FROM agent_commands WHERE id = $1", {b}).find("lease expired") !=
-          std::string::npos);
+    CHECK(one(d, "SELECT error_message FROM agent_commands WHERE id = $1", {b})
+              .find("lease expired") != std::string::npos);
     // The failed one is never leased again; the requeued one is.
     auto r = d.exec("SELECT id FROM lease_command(60, 'default')");
     REQUIRE(r.size() == 1);
@@ -202,9 +236,10 @@ TEST_CASE("8 concurrent leasers over 2,000 commands: none leased twice, none lef
     scoped_database db;
     auto admin = db.admin();
     auto agent = new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
-    admin.exec("INSERT INTO agent_commands (agent_id, action, payload) "
-               "SELECT $1, 'run_shell', jsonb_build_object('n', g) FROM generate_series(1, 2000) g",
-               {agent});
+    admin.exec(
+        "INSERT INTO agent_commands (agent_id, action, payload) "
+        "SELECT $1, 'run_shell', jsonb_build_object('n', g) FROM generate_series(1, 2000) g",
+        {agent});
 
     std::mutex m;
     std::vector<std::string> seen;
@@ -234,10 +269,13 @@ TEST_CASE("8 concurrent leasers over 2,000 commands: none leased twice, none lef
     CHECK(errors == 0);
     CHECK(seen.size() == 2000);
     CHECK(std::set<std::string>(seen.begin(), seen.end()).size() == 2000);
-    CHECK(count(admin, "SELECT count(*) FROM agent_commands WHERE status = 'done' AND attempts = 1") == 2000);
+    CHECK(count(admin,
+                "SELECT count(*) FROM agent_commands WHERE status = 'done' AND attempts = 1") ==
+          2000);
 }
 
-TEST_CASE("one NOTIFY per statement per gateway when commands become pending", "[schema][commands][notify]") {
+TEST_CASE("one NOTIFY per statement per gateway when commands become pending",
+          "[schema][commands][notify]") {
     scoped_database db;
     auto admin = db.admin();
     auto gw1 = default_gateway(admin);
@@ -256,29 +294,36 @@ TEST_CASE("one NOTIFY per statement per gateway when commands become pending", "
     CHECK(n[0].payload == id);
 
     // Three rows over two gateways in one statement: one notification per gateway.
-    d.exec("INSERT INTO agent_commands (agent_id, action) VALUES ($1, 'update'), ($1, 'update'), ($2, 'update')",
-           {a1, a2});
+    d.exec(
+        "INSERT INTO agent_commands (agent_id, action) VALUES ($1, 'update'), ($1, 'update'), ($2, "
+        "'update')",
+        {a1, a2});
     n = wait_notifications(listener, 2);
     REQUIRE(n.size() == 2);
     std::set<std::string> channels{n[0].channel, n[1].channel};
     CHECK(channels.count("awp_commands_" + no_dashes(gw1)) == 1);
     for (auto& x : n) {
-        if (x.channel == "awp_commands_" + no_dashes(gw1)) CHECK(x.payload.empty());
-        else CHECK(x.payload.size() == 36);
+        if (x.channel == "awp_commands_" + no_dashes(gw1))
+            CHECK(x.payload.empty());
+        else
+            CHECK(x.payload.size() == 36);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     CHECK(listener.drain_notifications().empty());
 
     // A requeue after an expired lease wakes the gateway again.
     d.exec("SELECT lease_command(60, 'second')");
-    admin.exec("UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' WHERE status = 'leased'");
+    admin.exec(
+        "UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' WHERE status = "
+        "'leased'");
     d.exec("SELECT reap_expired_leases()");
     n = wait_notifications(listener, 1);
     REQUIRE(n.size() == 1);
     CHECK(n[0].channel == "awp_commands_" + no_dashes(gw2));
 }
 
-TEST_CASE("a user enqueues and cancels commands of its tenant only, never leases", "[schema][commands]") {
+TEST_CASE("a user enqueues and cancels commands of its tenant only, never leases",
+          "[schema][commands]") {
     scoped_database db;
     auto admin = db.admin();
     new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
@@ -287,9 +332,15 @@ TEST_CASE("a user enqueues and cancels commands of its tenant only, never leases
     auto id = enqueue(api, "alice");
     CHECK(sqlstate_of([&] { api.exec("SELECT * FROM lease_command(60, 'default')"); }) == "42501");
     // pending -> done is refused (by the state machine, before the policy would refuse it too).
-    CHECK_FALSE(sqlstate_of([&] { api.exec("UPDATE agent_commands SET status = 'done' WHERE id = $1", {id}); }).empty());
-    CHECK(sqlstate_of([&] { api.exec("UPDATE agent_commands SET status = 'leased' WHERE id = $1", {id}); }) == "42501");
+    CHECK_FALSE(sqlstate_of([&] {
+                    api.exec("UPDATE agent_commands SET status = 'done' WHERE id = $1", {id});
+                }).empty());
+    CHECK(sqlstate_of([&] {
+              api.exec("UPDATE agent_commands SET status = 'leased' WHERE id = $1", {id});
+          }) == "42501");
     CHECK(one(api, "SELECT status FROM agent_commands WHERE id = $1", {id}) == "pending");
-    CHECK(sqlstate_of([&] { api.exec("UPDATE agent_commands SET stdout = 'x' WHERE id = $1", {id}); }) == "42501");
+    CHECK(sqlstate_of([&] {
+              api.exec("UPDATE agent_commands SET stdout = 'x' WHERE id = $1", {id});
+          }) == "42501");
     CHECK(one(api, "SELECT status FROM cancel_command($1)", {id}) == "cancelled");
 }

@@ -50,14 +50,16 @@ inline std::string new_tenant(pg::connection& admin, const std::string& slug) {
     return one(admin, "INSERT INTO tenants (name, slug) VALUES ($1, $1) RETURNING id", {slug});
 }
 
-inline std::string new_gateway(pg::connection& admin, const std::string& tenant, const std::string& slug) {
+inline std::string new_gateway(pg::connection& admin, const std::string& tenant,
+                               const std::string& slug) {
     return one(admin,
                "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, 'ready') "
                "RETURNING id",
                {tenant, slug});
 }
 
-inline std::string new_agent(pg::connection& admin, const std::string& tenant, const std::string& slug,
+inline std::string new_agent(pg::connection& admin, const std::string& tenant,
+                             const std::string& slug,
                              const std::optional<std::string>& gateway = std::nullopt,
                              const std::optional<std::string>& reports_to = std::nullopt) {
     return one(admin,
@@ -67,14 +69,17 @@ inline std::string new_agent(pg::connection& admin, const std::string& tenant, c
 }
 
 inline std::string default_gateway(pg::connection& admin) {
-    return one(admin, "SELECT id FROM gateways WHERE tenant_id = $1 AND slug = 'default'", {kDefaultTenant});
+    return one(admin, "SELECT id FROM gateways WHERE tenant_id = $1 AND slug = 'default'",
+               {kDefaultTenant});
 }
 
-inline std::string new_task(pg::connection& admin, const std::string& tenant, const std::string& title,
+inline std::string new_task(pg::connection& admin, const std::string& tenant,
+                            const std::string& title,
                             const std::optional<std::string>& agent = std::nullopt) {
-    return one(admin,
-               "INSERT INTO tasks (tenant_id, title, assignee_agent_id) VALUES ($1, $2, $3) RETURNING id",
-               {tenant, title, agent});
+    return one(
+        admin,
+        "INSERT INTO tasks (tenant_id, title, assignee_agent_id) VALUES ($1, $2, $3) RETURNING id",
+        {tenant, title, agent});
 }
 
 inline std::string no_dashes(std::string id) {

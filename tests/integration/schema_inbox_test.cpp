@@ -18,18 +18,23 @@ std::string add_item(pg::connection& admin, const std::string& agent, const std:
 }
 
 void make_ready(pg::connection& admin) {
-    admin.exec("UPDATE agent_inbox_items SET not_before = now() - interval '1 second' WHERE status = 'failed'");
+    admin.exec(
+        "UPDATE agent_inbox_items SET not_before = now() - interval '1 second' WHERE status = "
+        "'failed'");
 }
 
 }  // namespace
 
-TEST_CASE("an inbox item is leased, completed, and takes agent_slug and gateway from its agent", "[schema][inbox]") {
+TEST_CASE("an inbox item is leased, completed, and takes agent_slug and gateway from its agent",
+          "[schema][inbox]") {
     scoped_database db;
     auto admin = db.admin();
     auto gw = default_gateway(admin);
     auto agent = new_agent(admin, kDefaultTenant, "alice", gw);
     auto id = add_item(admin, agent, "k1");
-    CHECK(one(admin, "SELECT agent_slug || ' ' || gateway_id || ' ' || max_attempts FROM agent_inbox_items WHERE id = $1",
+    CHECK(one(admin,
+              "SELECT agent_slug || ' ' || gateway_id || ' ' || max_attempts FROM "
+              "agent_inbox_items WHERE id = $1",
               {id}) == "alice " + gw + " 3");
     auto d = db.daemon();
     auto r = d.exec("SELECT * FROM lease_inbox_item($1, 120, 'dispatcher-1')", {agent});
@@ -42,18 +47,24 @@ TEST_CASE("an inbox item is leased, completed, and takes agent_slug and gateway 
     // done is final.
     CHECK(sqlstate_of([&] { d.exec("SELECT complete_inbox_item($1)", {id}); }) == "AW001");
     CHECK(sqlstate_of([&] { d.exec("SELECT fail_inbox_item($1, 'x')", {id}); }) == "AW001");
-    CHECK(sqlstate_of([&] { d.exec("UPDATE agent_inbox_items SET status = 'pending' WHERE id = $1", {id}); }) == "AW001");
-    CHECK(sqlstate_of([&] { d.exec("SELECT complete_inbox_item($1)", {"5b0f4a1e-0000-4000-8000-000000000001"}); }) ==
-          "AW003");
-    CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_inbox_item($1, 60)", {"5b0f4a1e-0000-4000-8000-000000000001"}); }) ==
-          "AW003");
+    CHECK(sqlstate_of([&] {
+              d.exec("UPDATE agent_inbox_items SET status = 'pending' WHERE id = $1", {id});
+          }) == "AW001");
+    CHECK(sqlstate_of([&] {
+              d.exec("SELECT complete_inbox_item($1)", {"5b0f4a1e-0000-4000-8000-000000000001"});
+          }) == "AW003");
+    CHECK(sqlstate_of([&] {
+              d.exec("SELECT * FROM lease_inbox_item($1, 60)",
+                     {"5b0f4a1e-0000-4000-8000-000000000001"});
+          }) == "AW003");
     // A pending item cannot be completed or failed without a lease.
     auto id2 = add_item(admin, agent, "k2");
     CHECK(sqlstate_of([&] { d.exec("SELECT complete_inbox_item($1)", {id2}); }) == "AW001");
     CHECK(sqlstate_of([&] { d.exec("SELECT fail_inbox_item($1, 'x')", {id2}); }) == "AW001");
 }
 
-TEST_CASE("inbox retry: failed waits out a growing back-off, then dead_letter at max_attempts", "[schema][inbox]") {
+TEST_CASE("inbox retry: failed waits out a growing back-off, then dead_letter at max_attempts",
+          "[schema][inbox]") {
     scoped_database db;
     auto admin = db.admin();
     auto agent = new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
@@ -65,8 +76,10 @@ TEST_CASE("inbox retry: failed waits out a growing back-off, then dead_letter at
         auto r = d.exec("SELECT * FROM lease_inbox_item($1, 60)", {agent});
         REQUIRE(r.size() == 1);
         CHECK(r.get<int>(0, "attempts") == attempt);
-        auto f = d.exec("SELECT status, last_error, extract(epoch FROM not_before - now())::float8 AS wait "
-                        "FROM fail_inbox_item($1, 'agent crashed')", {id});
+        auto f = d.exec(
+            "SELECT status, last_error, extract(epoch FROM not_before - now())::float8 AS wait "
+            "FROM fail_inbox_item($1, 'agent crashed')",
+            {id});
         CHECK(f.get<std::string>(0, "status") == "failed");
         CHECK(f.get<std::string>(0, "last_error") == "agent crashed");
         backoffs.push_back(f.get<double>(0, "wait"));
@@ -83,7 +96,8 @@ TEST_CASE("inbox retry: failed waits out a growing back-off, then dead_letter at
     CHECK(one(d, "SELECT attempts FROM agent_inbox_items WHERE id = $1", {id}) == "3");
 }
 
-TEST_CASE("an expired inbox lease counts as a failed attempt; the last one dead-letters", "[schema][inbox]") {
+TEST_CASE("an expired inbox lease counts as a failed attempt; the last one dead-letters",
+          "[schema][inbox]") {
     scoped_database db;
     auto admin = db.admin();
     auto agent = new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
@@ -96,9 +110,12 @@ TEST_CASE("an expired inbox lease counts as a failed attempt; the last one dead-
     auto reaped = d.exec("SELECT * FROM reap_expired_leases()");
     CHECK(reaped.get<int>(0, "inbox_retried") == 1);
     CHECK(one(d, "SELECT status FROM agent_inbox_items WHERE id = $1", {id}) == "failed");
-    CHECK(one(d, "SELECT last_error FROM agent_inbox_items WHERE id = $1", {id}).find("lease expired") != std::string::npos);
+    CHECK(one(d, "SELECT last_error FROM agent_inbox_items WHERE id = $1", {id})
+              .find("lease expired") != std::string::npos);
     // The late holder is fenced off.
-    CHECK(sqlstate_of([&] { d.exec("SELECT complete_inbox_item($1, $2)", {id, first}); }) == "AW002");
+    CHECK(sqlstate_of([&] {
+              d.exec("SELECT complete_inbox_item($1, $2)", {id, first});
+          }) == "AW002");
 
     make_ready(admin);
     auto second = one(d, "SELECT lease_token FROM lease_inbox_item($1, 60, 'd2')", {agent});
@@ -107,18 +124,23 @@ TEST_CASE("an expired inbox lease counts as a failed attempt; the last one dead-
     // lease_inbox_item expires the agent's own stale leases inline.
     CHECK(d.exec("SELECT * FROM lease_inbox_item($1, 60)", {agent}).empty());
     CHECK(one(d, "SELECT status FROM agent_inbox_items WHERE id = $1", {id}) == "dead_letter");
-    CHECK(sqlstate_of([&] { d.exec("SELECT fail_inbox_item($1, 'late', $2)", {id, second}); }) == "AW002");
+    CHECK(sqlstate_of([&] {
+              d.exec("SELECT fail_inbox_item($1, 'late', $2)", {id, second});
+          }) == "AW002");
 }
 
-TEST_CASE("inbox wake-ups go to the agent's gateway, one per statement", "[schema][inbox][notify]") {
+TEST_CASE("inbox wake-ups go to the agent's gateway, one per statement",
+          "[schema][inbox][notify]") {
     scoped_database db;
     auto admin = db.admin();
     auto gw = default_gateway(admin);
     auto agent = new_agent(admin, kDefaultTenant, "alice", gw);
     auto listener = db.daemon();
     listener.exec("LISTEN awp_inbox_" + no_dashes(gw));
-    admin.exec("INSERT INTO agent_inbox_items (agent_id, event_type, dedup_key) VALUES "
-               "($1, 'heartbeat', 'a'), ($1, 'heartbeat', 'b')", {agent});
+    admin.exec(
+        "INSERT INTO agent_inbox_items (agent_id, event_type, dedup_key) VALUES "
+        "($1, 'heartbeat', 'a'), ($1, 'heartbeat', 'b')",
+        {agent});
     std::vector<pg::notification> got;
     for (int i = 0; i < 50 && got.empty(); ++i) {
         got = listener.drain_notifications();
@@ -129,5 +151,6 @@ TEST_CASE("inbox wake-ups go to the agent's gateway, one per statement", "[schem
     // Dedup: the same key again creates nothing.
     auto d = db.daemon();
     CHECK(d.exec("SELECT awp_enqueue_inbox_item($1, $2, 'heartbeat', 'a', 't', 's') IS NULL AS dup",
-                 {kDefaultTenant, agent}).get<bool>(0, "dup"));
+                 {kDefaultTenant, agent})
+              .get<bool>(0, "dup"));
 }

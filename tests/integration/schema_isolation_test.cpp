@@ -23,48 +23,81 @@ tenant_rows seed(pg::connection& a, const std::string& tenant, const std::string
     a.exec("UPDATE agents SET reports_to_id = $2 WHERE id = $1", {t.agent, manager});
     t.task = new_task(a, tenant, slug + " task", t.agent);
     auto other = new_task(a, tenant, slug + " other");
-    a.exec("INSERT INTO task_relations (tenant_id, source_task_id, target_task_id, relation_type) "
-           "VALUES ($1, $2, $3, 'blocked_by')", {tenant, t.task, other});
-    a.exec("INSERT INTO task_comments (tenant_id, task_id, body, mentions) VALUES ($1, $2, 'hi', $3::text[])",
-           {tenant, t.task, "{" + slug + "-agent}"});
-    a.exec("INSERT INTO work_products (tenant_id, task_id, title) VALUES ($1, $2, 'wp')", {tenant, t.task});
-    auto secret = one(a, "INSERT INTO secrets (tenant_id, gateway_id, key, encrypted_value) "
-                         "VALUES ($1, $2, 'TELEGRAM_BOT_TOKEN', 'enc:v1:aXY.dGFn.Y3Q') RETURNING id", {tenant, t.gateway});
-    auto source = one(a, "INSERT INTO source_connections (tenant_id, provider, secret_id) VALUES ($1, 'notion', $2) RETURNING id",
+    a.exec(
+        "INSERT INTO task_relations (tenant_id, source_task_id, target_task_id, relation_type) "
+        "VALUES ($1, $2, $3, 'blocked_by')",
+        {tenant, t.task, other});
+    a.exec(
+        "INSERT INTO task_comments (tenant_id, task_id, body, mentions) VALUES ($1, $2, 'hi', "
+        "$3::text[])",
+        {tenant, t.task, "{" + slug + "-agent}"});
+    a.exec("INSERT INTO work_products (tenant_id, task_id, title) VALUES ($1, $2, 'wp')",
+           {tenant, t.task});
+    auto secret = one(a,
+                      "INSERT INTO secrets (tenant_id, gateway_id, key, encrypted_value) "
+                      "VALUES ($1, $2, 'TELEGRAM_BOT_TOKEN', 'enc:v1:aXY.dGFn.Y3Q') RETURNING id",
+                      {tenant, t.gateway});
+    auto source = one(a,
+                      "INSERT INTO source_connections (tenant_id, provider, secret_id) VALUES ($1, "
+                      "'notion', $2) RETURNING id",
                       {tenant, secret});
-    auto folder = one(a, "INSERT INTO knowledge_folders (tenant_id, name) VALUES ($1, 'f') RETURNING id", {tenant});
-    t.knowledge_item = one(a, "INSERT INTO knowledge_items (tenant_id, kind, title, plain_text, folder_id, source_connection_id) "
-                              "VALUES ($1, 'skill', 'shared secret plan', 'shared secret plan text', $2, $3) RETURNING id",
+    auto folder =
+        one(a, "INSERT INTO knowledge_folders (tenant_id, name) VALUES ($1, 'f') RETURNING id",
+            {tenant});
+    t.knowledge_item = one(a,
+                           "INSERT INTO knowledge_items (tenant_id, kind, title, plain_text, "
+                           "folder_id, source_connection_id) "
+                           "VALUES ($1, 'skill', 'shared secret plan', 'shared secret plan text', "
+                           "$2, $3) RETURNING id",
                            {tenant, folder, source});
     std::string v = "[1";
     for (int i = 1; i < 384; ++i) v += ",0";
     v += "]";
-    a.exec("SELECT * FROM mark_knowledge_item_indexed($1, $2::vector, 'test', 384, "
-           "(SELECT source_hash FROM knowledge_items WHERE id = $1), "
-           "jsonb_build_array(jsonb_build_object('chunk_index', 0, 'content', 'shared secret plan text', 'embedding', $3::jsonb)))",
-           {t.knowledge_item, v, v});
-    auto contact = one(a, "INSERT INTO contacts (tenant_id, name) VALUES ($1, 'Ada') RETURNING id", {tenant});
+    a.exec(
+        "SELECT * FROM mark_knowledge_item_indexed($1, $2::vector, 'test', 384, "
+        "(SELECT source_hash FROM knowledge_items WHERE id = $1), "
+        "jsonb_build_array(jsonb_build_object('chunk_index', 0, 'content', 'shared secret plan "
+        "text', 'embedding', $3::jsonb)))",
+        {t.knowledge_item, v, v});
+    auto contact =
+        one(a, "INSERT INTO contacts (tenant_id, name) VALUES ($1, 'Ada') RETURNING id", {tenant});
     (void)contact;
-    auto coll = one(a, "INSERT INTO collections (tenant_id, slug, name) VALUES ($1, 'c', 'C') RETURNING id", {tenant});
-    a.exec("INSERT INTO collection_records (tenant_id, collection_id) VALUES ($1, $2)", {tenant, coll});
-    a.exec("INSERT INTO routines (tenant_id, agent_id, name, cadence_type) VALUES ($1, $2, 'r', 'daily')", {tenant, t.agent});
-    t.command = one(a, "INSERT INTO agent_commands (tenant_id, agent_id, action) VALUES ($1, $2, 'update') RETURNING id",
+    auto coll =
+        one(a, "INSERT INTO collections (tenant_id, slug, name) VALUES ($1, 'c', 'C') RETURNING id",
+            {tenant});
+    a.exec("INSERT INTO collection_records (tenant_id, collection_id) VALUES ($1, $2)",
+           {tenant, coll});
+    a.exec(
+        "INSERT INTO routines (tenant_id, agent_id, name, cadence_type) VALUES ($1, $2, 'r', "
+        "'daily')",
+        {tenant, t.agent});
+    t.command = one(a,
+                    "INSERT INTO agent_commands (tenant_id, agent_id, action) VALUES ($1, $2, "
+                    "'update') RETURNING id",
                     {tenant, t.agent});
-    a.exec("INSERT INTO agent_usage (tenant_id, agent_id, model, input_tokens, output_tokens, cost_usd) "
-           "VALUES ($1, $2, 'm', 10, 5, 0.1)", {tenant, t.agent});
-    a.exec("INSERT INTO plugins (tenant_id, slug, name, source) VALUES ($1, 'p', 'P', 'builtin')", {tenant});
+    a.exec(
+        "INSERT INTO agent_usage (tenant_id, agent_id, model, input_tokens, output_tokens, "
+        "cost_usd) "
+        "VALUES ($1, $2, 'm', 10, 5, 0.1)",
+        {tenant, t.agent});
+    a.exec("INSERT INTO plugins (tenant_id, slug, name, source) VALUES ($1, 'p', 'P', 'builtin')",
+           {tenant});
     a.exec("INSERT INTO workspace (tenant_id, label) VALUES ($1, 'W')", {tenant});
     a.exec("SELECT issue_gateway_token($1)", {tenant});
-    a.exec("SELECT daemon_heartbeat($1, 'command-runner', 'x', 1, 'v', NULL, NULL, $2)", {slug + "-gw", tenant});
-    a.exec("INSERT INTO app_users (tenant_id, email, password_hash) VALUES ($1, $2, '$argon2id$v=19$m=65536,t=2,p=1$c2FsdA$aGFzaA')",
-           {tenant, slug + "@example.com"});
+    a.exec("SELECT daemon_heartbeat($1, 'command-runner', 'x', 1, 'v', NULL, NULL, $2)",
+           {slug + "-gw", tenant});
+    a.exec(
+        "INSERT INTO app_users (tenant_id, email, password_hash) VALUES ($1, $2, "
+        "'$argon2id$v=19$m=65536,t=2,p=1$c2FsdA$aGFzaA')",
+        {tenant, slug + "@example.com"});
     return t;
 }
 
 std::vector<std::string> tenant_tables(pg::connection& a) {
-    auto r = a.exec("SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                    "JOIN pg_attribute at ON at.attrelid = c.oid AND at.attname = 'tenant_id' "
-                    "WHERE n.nspname = 'public' AND c.relkind = 'r' ORDER BY 1");
+    auto r = a.exec(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "JOIN pg_attribute at ON at.attrelid = c.oid AND at.attname = 'tenant_id' "
+        "WHERE n.nspname = 'public' AND c.relkind = 'r' ORDER BY 1");
     std::vector<std::string> out;
     for (int i = 0; i < r.size(); ++i) out.push_back(r.get<std::string>(i, 0));
     return out;
@@ -72,42 +105,56 @@ std::vector<std::string> tenant_tables(pg::connection& a) {
 
 }  // namespace
 
-TEST_CASE("every table has RLS, and no function of ours is executable by PUBLIC", "[schema][isolation]") {
+TEST_CASE("every table has RLS, and no function of ours is executable by PUBLIC",
+          "[schema][isolation]") {
     scoped_database db;
     auto a = db.admin();
-    CHECK(count(a, "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                   "WHERE n.nspname = 'public' AND c.relkind = 'r' AND NOT c.relrowsecurity "
-                   "AND c.relname <> 'schema_migrations'") == 0);
+    CHECK(count(a,
+                "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'public' AND c.relkind = 'r' AND NOT c.relrowsecurity "
+                "AND c.relname <> 'schema_migrations'") == 0);
     auto ours = std::string(
         "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public' "
-        "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid "
+        "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND "
+        "d.objid = p.oid "
         "AND d.deptype = 'e')");
     CHECK(count(a, "SELECT count(*) " + ours) > 40);
     auto pub = a.exec("SELECT p.proname " + ours +
-                      " AND (p.proacl IS NULL OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) x WHERE x.grantee = 0))");
-    for (int i = 0; i < pub.size(); ++i) UNSCOPED_INFO("PUBLIC can execute " << pub.get<std::string>(i, 0));
+                      " AND (p.proacl IS NULL OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) x "
+                      "WHERE x.grantee = 0))");
+    for (int i = 0; i < pub.size(); ++i)
+        UNSCOPED_INFO("PUBLIC can execute " << pub.get<std::string>(i, 0));
     CHECK(pub.size() == 0);
-    auto anon = a.exec("SELECT p.proname " + ours + " AND has_function_privilege('anon', p.oid, 'EXECUTE')");
+    auto anon = a.exec("SELECT p.proname " + ours +
+                       " AND has_function_privilege('anon', p.oid, 'EXECUTE')");
     REQUIRE(anon.size() == 1);
     CHECK(anon.get<std::string>(0, 0) == "consume_gateway_token");
     // SECURITY DEFINER functions all pin search_path.
-    CHECK(count(a, "SELECT count(*) " + ours + " AND p.prosecdef AND NOT EXISTS "
-                   "(SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')") == 0);
+    CHECK(count(a, "SELECT count(*) " + ours +
+                       " AND p.prosecdef AND NOT EXISTS "
+                       "(SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')") == 0);
     // Daemon-only RPCs are not executable by authenticated.
-    for (auto fn : {"lease_command", "start_command", "complete_command", "fail_command", "lease_inbox_item",
-                    "complete_inbox_item", "fail_inbox_item", "lease_knowledge_items_for_indexing",
-                    "mark_knowledge_item_indexed", "mark_knowledge_item_failed", "spawn_routine_schedule_items",
-                    "reap_expired_leases", "escalate_overdue_tasks", "daemon_heartbeat", "issue_gateway_token"}) {
+    for (auto fn :
+         {"lease_command", "start_command", "complete_command", "fail_command", "lease_inbox_item",
+          "complete_inbox_item", "fail_inbox_item", "lease_knowledge_items_for_indexing",
+          "mark_knowledge_item_indexed", "mark_knowledge_item_failed",
+          "spawn_routine_schedule_items", "reap_expired_leases", "escalate_overdue_tasks",
+          "daemon_heartbeat", "issue_gateway_token"}) {
         INFO(fn);
-        CHECK(count(a, "SELECT count(*) FROM pg_proc WHERE proname = $1 AND has_function_privilege('authenticated', oid, 'EXECUTE')",
+        CHECK(count(a,
+                    "SELECT count(*) FROM pg_proc WHERE proname = $1 AND "
+                    "has_function_privilege('authenticated', oid, 'EXECUTE')",
                     {std::string(fn)}) == 0);
-        CHECK(count(a, "SELECT count(*) FROM pg_proc WHERE proname = $1 AND has_function_privilege('service_role', oid, 'EXECUTE')",
+        CHECK(count(a,
+                    "SELECT count(*) FROM pg_proc WHERE proname = $1 AND "
+                    "has_function_privilege('service_role', oid, 'EXECUTE')",
                     {std::string(fn)}) == 1);
     }
 }
 
-TEST_CASE("a user of tenant A can neither read nor change tenant B's rows in any table; anon nothing",
-          "[schema][isolation]") {
+TEST_CASE(
+    "a user of tenant A can neither read nor change tenant B's rows in any table; anon nothing",
+    "[schema][isolation]") {
     scoped_database db;
     auto a = db.admin();
     auto ta = seed(a, new_tenant(a, "tenant-a"), "a");
@@ -125,15 +172,21 @@ TEST_CASE("a user of tenant A can neither read nor change tenant B's rows in any
         INFO("table " << t);
         auto b_rows = count(a, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant});
         REQUIRE(b_rows > 0);
-        CHECK(count(service, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant}) == b_rows);
+        CHECK(count(service, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant}) ==
+              b_rows);
 
         // Read: nothing of B (or no privilege at all).
-        bool readable = count(a, "SELECT count(*) FROM information_schema.role_table_grants WHERE table_schema = 'public' "
-                                 "AND table_name = $1 AND grantee = 'authenticated' AND privilege_type = 'SELECT'",
-                              {t}) > 0;
+        bool readable =
+            count(a,
+                  "SELECT count(*) FROM information_schema.role_table_grants WHERE table_schema = "
+                  "'public' "
+                  "AND table_name = $1 AND grantee = 'authenticated' AND privilege_type = 'SELECT'",
+                  {t}) > 0;
         if (readable) {
-            CHECK(count(user, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant}) == 0);
-            CHECK(count(user, "SELECT count(*) FROM " + t) > 0);  // its own rows: the check is not vacuous
+            CHECK(count(user, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant}) ==
+                  0);
+            CHECK(count(user, "SELECT count(*) FROM " + t) >
+                  0);  // its own rows: the check is not vacuous
         } else {
             CHECK(sqlstate_of([&] { user.exec("SELECT count(*) FROM " + t); }) == "42501");
         }
@@ -147,26 +200,36 @@ TEST_CASE("a user of tenant A can neither read nor change tenant B's rows in any
             CHECK((state.empty() || state == "42501"));
         }
         // Insert into B (a copy of one of A's rows, moved to B): refused.
-        auto cols = one(a, "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute "
-                           "WHERE attrelid = ('public.' || $1)::regclass AND attnum > 0 AND NOT attisdropped "
-                           "AND attgenerated = ''", {t});
+        auto cols =
+            one(a,
+                "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute "
+                "WHERE attrelid = ('public.' || $1)::regclass AND attnum > 0 AND NOT attisdropped "
+                "AND attgenerated = ''",
+                {t});
         auto state = sqlstate_of([&] {
-            user.exec("INSERT INTO " + t + " (" + cols + ") SELECT " + cols + " FROM jsonb_populate_record(NULL::" + t +
-                          ", (SELECT to_jsonb(r) || jsonb_build_object('tenant_id', $1::text, 'id', gen_random_uuid()) "
-                          "FROM " + t + " r WHERE tenant_id = $2 LIMIT 1))",
+            user.exec("INSERT INTO " + t + " (" + cols + ") SELECT " + cols +
+                          " FROM jsonb_populate_record(NULL::" + t +
+                          ", (SELECT to_jsonb(r) || jsonb_build_object('tenant_id', $1::text, "
+                          "'id', gen_random_uuid()) "
+                          "FROM " +
+                          t + " r WHERE tenant_id = $2 LIMIT 1))",
                       {tb.tenant, ta.tenant});
         });
         CHECK_FALSE(state.empty());
-        CHECK(count(a, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant}) == b_rows);
+        CHECK(count(a, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant}) ==
+              b_rows);
         // A user of tenant A cannot move its own rows into B either.
         if (readable && t != "agent_commands" && t != "agent_inbox_items" && t != "agent_usage" &&
             t != "knowledge_chunks" && t != "knowledge_item_versions" && t != "daemon_heartbeats") {
-            // Refused by the policy (42501) or first by a trigger that finds no such agent in B (AW003).
+            // Refused by the policy (42501) or first by a trigger that finds no such agent in B
+            // (AW003).
             auto moved = sqlstate_of([&] {
-                user.exec("UPDATE " + t + " SET tenant_id = $1 WHERE tenant_id = $2", {tb.tenant, ta.tenant});
+                user.exec("UPDATE " + t + " SET tenant_id = $1 WHERE tenant_id = $2",
+                          {tb.tenant, ta.tenant});
             });
             CHECK((moved == "42501" || moved == "AW003"));
-            CHECK(count(a, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant}) == b_rows);
+            CHECK(count(a, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {tb.tenant}) ==
+                  b_rows);
         }
         // anon: no privilege on any table.
         CHECK(sqlstate_of([&] { anon.exec("SELECT count(*) FROM " + t); }) == "42501");
@@ -190,30 +253,43 @@ TEST_CASE("RPCs of a user of tenant A never return or touch tenant B's rows; ano
     auto hits = user.exec("SELECT id FROM search_knowledge_items($1::vector, 50)", {v});
     REQUIRE(hits.size() == 1);
     CHECK(hits.get<std::string>(0, 0) == ta.knowledge_item);
-    CHECK(user.exec("SELECT id FROM search_knowledge_items($1::vector, 50, NULL, NULL, NULL, $2)", {v, tb.tenant}).empty());
+    CHECK(user.exec("SELECT id FROM search_knowledge_items($1::vector, 50, NULL, NULL, NULL, $2)",
+                    {v, tb.tenant})
+              .empty());
     CHECK(user.exec("SELECT id FROM search_knowledge_items_text('shared secret')").size() == 1);
     CHECK(user.exec("SELECT id FROM search_knowledge_items_text('')").size() == 1);
     CHECK(user.exec("SELECT * FROM search_knowledge_chunks($1::vector, 50)", {v}).size() == 1);
     CHECK(user.exec("SELECT * FROM search_knowledge_chunks_text('shared')").size() == 1);
-    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM agent_reports_chain($1)", {tb.agent}); }) == "AW003");
+    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM agent_reports_chain($1)", {tb.agent}); }) ==
+          "AW003");
     CHECK(user.exec("SELECT * FROM agent_reports_chain($1)", {ta.agent}).size() == 2);
-    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM get_task_relations($1)", {tb.task}); }) == "AW003");
+    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM get_task_relations($1)", {tb.task}); }) ==
+          "AW003");
     CHECK(user.exec("SELECT * FROM get_task_relations($1)", {ta.task}).size() == 1);
-    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM get_agent_daily_usage($1)", {tb.agent}); }) == "AW003");
-    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM cancel_command($1)", {tb.command}); }) == "AW003");
+    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM get_agent_daily_usage($1)", {tb.agent}); }) ==
+          "AW003");
+    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM cancel_command($1)", {tb.command}); }) ==
+          "AW003");
     CHECK(one(a, "SELECT status FROM agent_commands WHERE id = $1", {tb.command}) == "pending");
-    for (auto sql : {"SELECT * FROM lease_command(60, 'b-gw')", "SELECT spawn_routine_schedule_items()",
-                     "SELECT * FROM reap_expired_leases()", "SELECT escalate_overdue_tasks()"}) {
+    for (auto sql :
+         {"SELECT * FROM lease_command(60, 'b-gw')", "SELECT spawn_routine_schedule_items()",
+          "SELECT * FROM reap_expired_leases()", "SELECT escalate_overdue_tasks()"}) {
         CHECK(sqlstate_of([&] { user.exec(sql); }) == "42501");
     }
-    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM lease_inbox_item($1, 60)", {tb.agent}); }) == "42501");
-    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM mark_knowledge_item_failed($1, 'x')", {tb.knowledge_item}); }) == "42501");
+    CHECK(sqlstate_of([&] { user.exec("SELECT * FROM lease_inbox_item($1, 60)", {tb.agent}); }) ==
+          "42501");
+    CHECK(sqlstate_of([&] {
+              user.exec("SELECT * FROM mark_knowledge_item_failed($1, 'x')", {tb.knowledge_item});
+          }) == "42501");
 
     auto anon = db.api();
     awp::test::as_anon(anon);
-    CHECK(sqlstate_of([&] { anon.exec("SELECT * FROM search_knowledge_items_text('shared')"); }) == "42501");
-    CHECK(sqlstate_of([&] { anon.exec("SELECT * FROM routine_next_occurrence('daily')"); }) == "42501");
-    CHECK(sqlstate_of([&] { anon.exec("SELECT * FROM agent_reports_chain($1)", {tb.agent}); }) == "42501");
+    CHECK(sqlstate_of([&] { anon.exec("SELECT * FROM search_knowledge_items_text('shared')"); }) ==
+          "42501");
+    CHECK(sqlstate_of([&] { anon.exec("SELECT * FROM routine_next_occurrence('daily')"); }) ==
+          "42501");
+    CHECK(sqlstate_of([&] { anon.exec("SELECT * FROM agent_reports_chain($1)", {tb.agent}); }) ==
+          "42501");
     CHECK(sqlstate_of([&] { anon.exec("SELECT current_tenant_id()"); }) == "42501");
 }
 
@@ -225,10 +301,12 @@ TEST_CASE("current_tenant_id reads app_metadata, then tenant_id, then the defaul
         c.exec("SELECT set_config('request.jwt.claims', $1, false)", {claims});
         return one(c, "SELECT current_tenant_id()");
     };
-    CHECK(tid(R"({"app_metadata":{"tenant_id":"11111111-1111-1111-1111-111111111111"},"tenant_id":"22222222-2222-2222-2222-222222222222"})") ==
-          "11111111-1111-1111-1111-111111111111");
-    CHECK(tid(R"({"app_metadata":{"tenant_id":""},"tenant_id":"22222222-2222-2222-2222-222222222222"})") ==
-          "22222222-2222-2222-2222-222222222222");
+    CHECK(
+        tid(R"({"app_metadata":{"tenant_id":"11111111-1111-1111-1111-111111111111"},"tenant_id":"22222222-2222-2222-2222-222222222222"})") ==
+        "11111111-1111-1111-1111-111111111111");
+    CHECK(
+        tid(R"({"app_metadata":{"tenant_id":""},"tenant_id":"22222222-2222-2222-2222-222222222222"})") ==
+        "22222222-2222-2222-2222-222222222222");
     CHECK(tid(R"({"role":"authenticated"})") == kDefaultTenant);
     CHECK(tid("") == kDefaultTenant);
 }

@@ -56,7 +56,7 @@ double bert_flops(const bert_config& config, int tokens);
 /// to one thread, since its threading on the small per-head GEMMs costs more than it gains.
 /// Calls are serialised by an internal mutex, so one encoder may be shared between threads.
 class bert_encoder {
-  public:
+public:
     bert_encoder(bert_config config, bert_weights weights, int threads);
     ~bert_encoder();
     bert_encoder(bert_encoder&&) noexcept;
@@ -75,7 +75,7 @@ class bert_encoder {
     std::vector<std::vector<float>> embed(std::span<const std::vector<int>> batch,
                                           pooling_mode pooling) const;
 
-  private:
+private:
     struct impl;
     std::unique_ptr<impl> impl_;
 };

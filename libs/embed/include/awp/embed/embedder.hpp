@@ -21,7 +21,7 @@ struct embedding_result {
 /// A sentence embedder. embed_batch() is thread-safe: calls from several threads are serialised
 /// by the implementation, since one call already keeps every configured thread busy.
 class embedder {
-  public:
+public:
     virtual ~embedder() = default;
     virtual std::string_view model_name() const = 0;
     virtual int dimensions() const = 0;

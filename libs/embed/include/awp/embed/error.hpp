@@ -8,7 +8,7 @@ namespace awp::embed {
 /// Everything this library throws is about files the operator provides (a model folder), so it is
 /// a configuration error: daemons exit 78 on it. Messages name the file and the problem.
 class error : public core::config_error {
-  public:
+public:
     using core::config_error::config_error;
 };
 

@@ -20,7 +20,7 @@ struct tensor_info {
 
 /// A memory-mapped safetensors file. Every offset and size is checked when it is opened.
 class safetensors_file {
-  public:
+public:
     explicit safetensors_file(const std::filesystem::path& path);
     ~safetensors_file();
     safetensors_file(safetensors_file&& other) noexcept;
@@ -34,7 +34,7 @@ class safetensors_file {
     /// The tensor as fp32 (from F32, F16 or BF16); throws naming the file and tensor otherwise.
     std::vector<float> to_f32(std::string_view name) const;
 
-  private:
+private:
     std::filesystem::path path_;
     void* map_ = nullptr;
     std::size_t size_ = 0;

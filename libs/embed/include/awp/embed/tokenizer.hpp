@@ -30,7 +30,7 @@ struct encoding {
 };
 
 class wordpiece_tokenizer {
-  public:
+public:
     /// `vocab[i]` is the token of id i. `special_tokens` are matched verbatim in the raw text
     /// before normalisation (Hugging Face's added tokens: "[CLS]", "[MASK]", ...).
     wordpiece_tokenizer(std::vector<std::string> vocab, tokenizer_options options,
@@ -51,7 +51,7 @@ class wordpiece_tokenizer {
     int id_of(std::string_view token) const;
     const tokenizer_options& options() const { return options_; }
 
-  private:
+private:
     struct string_hash {
         using is_transparent = void;
         std::size_t operator()(std::string_view s) const noexcept {
