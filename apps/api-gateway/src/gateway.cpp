@@ -180,6 +180,14 @@ http::router gateway::routes() {
     r.add("GET", "/api/agents/:slug/files/*path", bind(&gateway::files_get), small);
     r.add("POST", "/api/agents/:slug/files", bind(&gateway::files_post), upload);
     r.add("POST", "/api/embed", bind(&gateway::embed), json_body);
+    r.add("GET", "/api/agents/:slug/browser/state", bind(&gateway::browser_state), small);
+    r.add("GET", "/api/agents/:slug/browser/screenshot", bind(&gateway::browser_screenshot),
+          small);
+    r.add(std::vector<std::string>{"GET", "POST"}, "/api/sources/browse",
+          bind(&gateway::sources_browse), json_body);
+    r.add("POST", "/api/sources/validate", bind(&gateway::sources_validate), json_body);
+    r.add("GET", "/api/sources/oauth/:provider/start", bind(&gateway::oauth_start), small);
+    r.add("GET", "/api/sources/oauth/:provider/callback", bind(&gateway::oauth_callback), small);
     return r;
 }
 

@@ -169,6 +169,14 @@ private:
     net::awaitable<response> workspaces_validate(request r);
     net::awaitable<response> files_get(request r);
     net::awaitable<response> files_post(request r);
+    // browser.cpp: the agent's Chromium over the DevTools protocol
+    net::awaitable<response> browser_state(request r);
+    net::awaitable<response> browser_screenshot(request r);
+    // sources.cpp: connectors, browse/validate, OAuth 2 + PKCE
+    net::awaitable<response> sources_browse(request r);
+    net::awaitable<response> sources_validate(request r);
+    net::awaitable<response> oauth_start(request r);
+    net::awaitable<response> oauth_callback(request r);
 
     net::awaitable<bool> verify_password(std::string hash, std::string password);
     std::optional<principal> token_principal(std::string_view token, bool& service_key) const;
