@@ -154,3 +154,60 @@ TEST_CASE("inbox wake-ups go to the agent's gateway, one per statement",
                  {kDefaultTenant, agent})
               .get<bool>(0, "dup"));
 }
+
+TEST_CASE("a re-driven dead letter starts afresh with its full attempts", "[schema][inbox]") {
+    scoped_database db;
+    auto admin = db.admin();
+    auto agent = new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto id = add_item(admin, agent, "redrive");
+    auto d = db.daemon();
+    for (int attempt = 1; attempt <= 3; ++attempt) {
+        REQUIRE(d.exec("SELECT * FROM lease_inbox_item($1, 60)", {agent}).size() == 1);
+        d.exec("SELECT fail_inbox_item($1, 'agent crashed')", {id});
+        make_ready(admin);
+    }
+    REQUIRE(one(admin, "SELECT status FROM agent_inbox_items WHERE id = $1", {id}) ==
+            "dead_letter");
+    // The operator re-drives it: pending, attempts 0, leasable at once, three more tries.
+    admin.exec("UPDATE agent_inbox_items SET status = 'pending' WHERE id = $1", {id});
+    CHECK(one(admin,
+              "SELECT attempts || ' ' || (not_before IS NULL) FROM agent_inbox_items "
+              "WHERE id = $1",
+              {id}) == "0 true");
+    auto r = d.exec("SELECT * FROM lease_inbox_item($1, 60)", {agent});
+    REQUIRE(r.size() == 1);
+    CHECK(r.get<int>(0, "attempts") == 1);
+    CHECK(one(d, "SELECT status FROM fail_inbox_item($1, 'again')", {id}) == "failed");
+}
+
+TEST_CASE("an agent that becomes ready wakes its gateway when items wait for it",
+          "[schema][inbox][notify]") {
+    scoped_database db;
+    auto admin = db.admin();
+    auto gw = default_gateway(admin);
+    auto agent = new_agent(admin, kDefaultTenant, "alice", gw);
+    auto idle = new_agent(admin, kDefaultTenant, "bob", gw);
+    admin.exec("UPDATE agents SET status = 'paused' WHERE id IN ($1, $2)", {agent, idle});
+    add_item(admin, agent, "waiting");
+    auto listener = db.daemon();
+    listener.exec("LISTEN awp_inbox_" + no_dashes(gw));
+    const auto drain = [&] {
+        std::vector<pg::notification> got;
+        for (int i = 0; i < 25; ++i) {
+            for (auto& n : listener.drain_notifications()) got.push_back(std::move(n));
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return got;
+    };
+    drain();
+    // An agent with nothing waiting resumes quietly; one with an item wakes the dispatcher.
+    admin.exec("UPDATE agents SET status = 'ready' WHERE id = $1", {idle});
+    CHECK(drain().empty());
+    admin.exec("UPDATE agents SET status = 'ready' WHERE id = $1", {agent});
+    auto got = drain();
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].channel == "awp_inbox_" + no_dashes(gw));
+    // Other updates of a ready agent do not.
+    admin.exec("UPDATE agents SET name = 'Alice' WHERE id = $1", {agent});
+    CHECK(drain().empty());
+}
