@@ -202,11 +202,6 @@ service::service(net::io_context& ioc, config cfg, std::shared_ptr<embed::embedd
     o.bind = cfg_.bind;
     o.port = static_cast<unsigned short>(cfg_.port);
     o.name = "awp-embedder";
-    // Adapter for libs/http as of now: Beast checks Content-Length against the parser's body
-    // limit while reading the header, before the route's limit is applied, and the server
-    // answers that with 400 "malformed request". A header-time limit above the route's lets the
-    // route answer 413 itself; bodies beyond it still get the 400.
-    o.unrouted_body_limit = static_cast<std::size_t>(cfg_.max_body) + 1024 * 1024;
     server_ = std::make_unique<http::server>(ioc_, std::move(r), o);
 }
 
