@@ -15,5 +15,7 @@ function(awp_add_executable name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} awp_warnings awp_sanitize)
+  # Only the shared libraries a program really calls are loaded (smaller idle RSS).
+  target_link_options(${name} PRIVATE LINKER:--as-needed)
   install(TARGETS ${name} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endfunction()

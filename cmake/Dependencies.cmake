@@ -7,7 +7,6 @@ find_package(CLI11 CONFIG REQUIRED)
 find_package(OpenSSL 3 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(JWT REQUIRED IMPORTED_TARGET libjwt)
-pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium)
 
 find_package(RapidJSON CONFIG REQUIRED)

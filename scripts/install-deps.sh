@@ -9,7 +9,7 @@ PG_CONFIG=/usr/lib/postgresql/${PG_MAJOR}/bin/pg_config
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config git
   libboost1.81-dev libpq-dev rapidjson-dev libcli11-dev catch2 libjwt-dev libssl-dev
-  libsystemd-dev libopenblas-dev libsodium-dev
+  libopenblas-dev libsodium-dev
   libicu-dev
   postgresql-${PG_MAJOR} postgresql-client-${PG_MAJOR} postgresql-server-dev-${PG_MAJOR}
   curl procps iproute2 python3

@@ -1,7 +1,6 @@
-// Cryptography on OpenSSL 3 (EVP) and libjwt 1.10, plus the enc:v1 secrets format.
+// Cryptography on OpenSSL 3 (EVP) and the enc:v1 secrets format (JWTs: crypto_jwt.cpp).
 #include "awp/core/crypto.hpp"
 
-#include <jwt.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -22,8 +21,6 @@ namespace {
 
 constexpr std::string_view kSecretSalt = "yourhq-secrets-v1";
 constexpr std::string_view kSecretInfo = "aes-256-gcm";
-// Far above any real token; keeps a hostile header from costing more than a parse.
-constexpr std::size_t kMaxTokenSize = 16 * 1024;
 // EVP lengths are ints; secrets and payloads are nowhere near this.
 constexpr std::size_t kMaxCipherInput = std::size_t{1} << 30;
 
@@ -47,16 +44,6 @@ cipher_ctx new_cipher_ctx() {
     if (!ctx) throw crypto_error("EVP_CIPHER_CTX_new failed");
     return ctx;
 }
-
-struct jwt_free_fn {
-    void operator()(jwt_t* jwt) const noexcept { jwt_free(jwt); }
-};
-using jwt_ptr = std::unique_ptr<jwt_t, jwt_free_fn>;
-
-struct c_free_fn {
-    void operator()(char* p) const noexcept { std::free(p); }
-};
-using c_string = std::unique_ptr<char, c_free_fn>;
 
 // ---- base64 ----
 
@@ -163,11 +150,6 @@ bool valid_utf8(std::string_view s) noexcept {
     return true;
 }
 
-std::string describe_alg(const char* alg) {
-    if (alg == nullptr) return "(missing)";
-    // Echo only names libjwt knows: the header is attacker-controlled text.
-    return jwt_str_alg(alg) == JWT_ALG_INVAL ? std::string("(unrecognised)") : std::string(alg);
-}
 
 }  // namespace
 
@@ -423,96 +405,6 @@ std::string decrypt_secret(std::string_view text, std::string_view service_role_
         ~wipe() { OPENSSL_cleanse(k.data(), k.size()); }
     } wiper{key};
     return decrypt_secret_with_key(text, key);
-}
-
-std::string jwt_sign_hs256(std::string_view claims_json, std::string_view secret) {
-    if (secret.empty()) throw crypto_error("JWT secret is empty");
-    if (secret.size() > INT_MAX) throw crypto_error("JWT secret is too large");
-    rapidjson::Document doc;
-    doc.Parse(claims_json.data(), claims_json.size());
-    if (doc.HasParseError() || !doc.IsObject()) {
-        throw crypto_error("JWT claims must be a JSON object");
-    }
-    jwt_t* raw = nullptr;
-    if (jwt_new(&raw) != 0 || raw == nullptr) throw crypto_error("jwt_new failed");
-    const jwt_ptr jwt(raw);
-    const std::string claims(claims_json);
-    if (jwt_add_grants_json(jwt.get(), claims.c_str()) != 0) {
-        throw crypto_error("JWT claims were refused by libjwt");
-    }
-    if (jwt_set_alg(jwt.get(), JWT_ALG_HS256, bytes(secret), static_cast<int>(secret.size())) !=
-        0) {
-        throw crypto_error("jwt_set_alg failed");
-    }
-    const c_string token(jwt_encode_str(jwt.get()));
-    if (!token) throw crypto_error("jwt_encode_str failed");
-    return token.get();
-}
-
-std::string jwt_verify_hs256(std::string_view token, std::string_view secret,
-                             const jwt_verify_options& options) {
-    if (secret.empty()) throw crypto_error("JWT secret is empty");
-    if (secret.size() > INT_MAX) throw crypto_error("JWT secret is too large");
-    if (token.empty() || token.size() > kMaxTokenSize ||
-        token.find('\0') != std::string_view::npos) {
-        throw token_error(token_failure::malformed, "token is not a JWT");
-    }
-    const std::string text(token);
-
-    // A keyless decode only to tell a foreign algorithm from a bad signature; nothing it
-    // returns is trusted. (libjwt 1.10 reports alg "none" for keyless decodes, hence the header.)
-    jwt_t* raw = nullptr;
-    if (jwt_decode(&raw, text.c_str(), nullptr, 0) != 0 || raw == nullptr) {
-        throw token_error(token_failure::malformed, "token is not a well-formed JWT");
-    }
-    const jwt_ptr unverified(raw);
-    const char* alg = jwt_get_header(unverified.get(), "alg");
-    if (alg == nullptr || std::string_view(alg) != "HS256") {
-        throw token_error(token_failure::bad_algorithm,
-                          "token algorithm " + describe_alg(alg) + " is not HS256");
-    }
-
-    raw = nullptr;
-    if (jwt_decode(&raw, text.c_str(), bytes(secret), static_cast<int>(secret.size())) != 0 ||
-        raw == nullptr) {
-        throw token_error(token_failure::bad_signature, "token signature does not verify");
-    }
-    const jwt_ptr verified(raw);
-    if (jwt_get_alg(verified.get()) != JWT_ALG_HS256) {
-        throw token_error(token_failure::bad_algorithm, "token algorithm is not HS256");
-    }
-    const c_string claims_text(jwt_get_grants_json(verified.get(), nullptr));
-    if (!claims_text) throw token_error(token_failure::malformed, "token has no claims");
-    std::string claims(claims_text.get());
-
-    rapidjson::Document doc;
-    doc.Parse(claims.data(), claims.size());
-    if (doc.HasParseError() || !doc.IsObject()) {
-        throw token_error(token_failure::malformed, "token claims are not a JSON object");
-    }
-    const auto now = std::chrono::duration<double>(
-                         options.now.value_or(std::chrono::system_clock::now()).time_since_epoch())
-                         .count();
-    const auto leeway = static_cast<double>(options.leeway.count());
-    const auto number = [&doc](const char* name) -> std::optional<double> {
-        const auto it = doc.FindMember(name);
-        if (it == doc.MemberEnd()) return std::nullopt;
-        if (!it->value.IsNumber()) {
-            throw token_error(token_failure::malformed,
-                              std::string("token claim ") + name + " is not a number");
-        }
-        return it->value.GetDouble();
-    };
-    const auto exp = number("exp");
-    const auto nbf = number("nbf");
-    if (exp && now >= *exp + leeway) throw token_error(token_failure::expired, "token has expired");
-    if (!exp && options.require_exp) {
-        throw token_error(token_failure::missing_exp, "token has no exp claim");
-    }
-    if (nbf && now + leeway < *nbf) {
-        throw token_error(token_failure::not_yet_valid, "token is not valid yet");
-    }
-    return claims;
 }
 
 }  // namespace awp::core::crypto

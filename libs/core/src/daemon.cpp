@@ -1,10 +1,14 @@
 // Daemon life cycle: CLI11 configuration, sd_notify, signal-driven drain.
 #include "awp/core/daemon.hpp"
 
-#include <systemd/sd-daemon.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <csignal>
 #include <iostream>
 #include <sstream>
@@ -115,9 +119,30 @@ std::string cli::effective_config() const {
     return out.str();
 }
 
-void notify_ready() { sd_notify(0, "READY=1"); }
-void notify_stopping() { sd_notify(0, "STOPPING=1"); }
-void notify_status(const std::string& status) { sd_notify(0, ("STATUS=" + status).c_str()); }
+namespace {
+// The sd_notify protocol: one datagram to $NOTIFY_SOCKET (a path, or "@name" for the abstract
+// namespace). Written out here so the daemons do not link libsystemd and what it pulls in.
+void sd_notify_message(const std::string& message) {
+    const char* path = std::getenv("NOTIFY_SOCKET");
+    if (path == nullptr || (path[0] != '/' && path[0] != '@')) return;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::size_t len = std::strlen(path);
+    if (len >= sizeof(addr.sun_path)) return;
+    std::memcpy(addr.sun_path, path, len);
+    if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    const auto size = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len);
+    (void)::sendto(fd, message.data(), message.size(), MSG_NOSIGNAL,
+                   reinterpret_cast<const sockaddr*>(&addr), size);
+    ::close(fd);
+}
+}  // namespace
+
+void notify_ready() { sd_notify_message("READY=1"); }
+void notify_stopping() { sd_notify_message("STOPPING=1"); }
+void notify_status(const std::string& status) { sd_notify_message("STATUS=" + status); }
 
 int run(net::io_context& ioc, service& svc, std::chrono::milliseconds drain_timeout, int threads) {
     std::signal(SIGPIPE, SIG_IGN);

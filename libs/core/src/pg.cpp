@@ -1,6 +1,7 @@
 // libpq wrapper: typed results, SQLSTATE-typed errors, async queries on the connection socket.
 #include "awp/core/pg.hpp"
 
+#include <cstdlib>
 #include <charconv>
 #include <cstring>
 #include <random>
@@ -170,7 +171,14 @@ void connection::release_socket() noexcept {
 }
 
 connection connection::connect(const std::string& dsn) {
-    PGconn* raw = PQconnectdb(dsn.c_str());
+    // GSSAPI encryption off unless the DSN or PGGSSENCMODE asks for it: libpq's default
+    // ("prefer") loads Kerberos and probes for credentials on every connect, which costs a
+    // megabyte of RSS per daemon and a round trip, for a feature awp deployments do not use.
+    // Keywords after the expanded DSN override it, so the DSN's own gssencmode still wins.
+    const bool gss_default = std::getenv("PGGSSENCMODE") == nullptr;
+    const char* keys[] = {"gssencmode", "dbname", nullptr};
+    const char* values[] = {"disable", dsn.c_str(), nullptr};
+    PGconn* raw = gss_default ? PQconnectdbParams(keys, values, 1) : PQconnectdb(dsn.c_str());
     connection c(raw);
     if (!raw || PQstatus(raw) != CONNECTION_OK) {
         const std::string msg = raw ? trim_message(PQerrorMessage(raw)) : "out of memory";
