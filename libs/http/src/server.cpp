@@ -232,7 +232,8 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                 co_await bhttp::async_write(stream, res, net::as_tuple(use_awaitable));
             } else if (ec != bhttp::error::end_of_stream && ec != beast::error::timeout &&
                        ec != net::error::operation_aborted && ec != net::error::connection_reset &&
-                       ec != net::error::eof && n > 0) {
+                       ec != net::error::eof && (n > 0 || buffer.size() > 0)) {
+                // Bytes arrived that are not HTTP (n counts only what the parser accepted).
                 auto res = to_beast(response::error(400, "bad_request", "malformed request"), 11,
                                     false, o.hsts, false);
                 stream.expires_after(o.write_timeout);
@@ -285,10 +286,25 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                 co_await net::async_write(stream, net::buffer(kContinue.data(), kContinue.size()),
                                           net::as_tuple(use_awaitable));
             }
-            stream.expires_after(o.body_timeout);
+            // The body deadline is a timer that cancels the read, not the stream's own expiry:
+            // that one closes the socket, and the client would never see the 408.
+            stream.expires_never();
+            auto phase = std::make_shared<int>(0);  // 0 reading, 1 read done, 2 timed out
+            net::steady_timer body_timer(stream.get_executor());
+            body_timer.expires_after(o.body_timeout);
+            body_timer.async_wait([phase, &stream](boost::system::error_code tec) {
+                // Same strand as the read: phase 0 means the read is still waiting.
+                if (!tec && *phase == 0) {
+                    *phase = 2;
+                    stream.cancel();
+                }
+            });
             auto [bec, bn] =
                 co_await bhttp::async_read(stream, buffer, parser, net::as_tuple(use_awaitable));
             (void)bn;
+            if (*phase == 0) *phase = 1;
+            body_timer.cancel();
+            if (*phase == 2) bec = beast::error::timeout;
             if (bec == bhttp::error::body_limit) {
                 early = response::error(
                     413, "body_too_large",

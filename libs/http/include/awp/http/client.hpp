@@ -1,5 +1,7 @@
-// A small HTTP/1.1 client (plain http://) for upstream calls: the embedder, Chrome's DevTools
-// HTTP endpoint, OAuth token endpoints, other gateways. One request per connection.
+// A small HTTP/1.1 client (http:// and https://) for upstream calls: the embedder, Chrome's
+// DevTools HTTP endpoint, OAuth token endpoints, source providers, other gateways. One request
+// per connection. HTTPS verifies the peer against the system's trust store (or ca_file) and the
+// host name, with SNI; there is no way to turn verification off.
 #pragma once
 
 #include <chrono>
@@ -25,12 +27,12 @@ private:
 };
 
 struct url_parts {
-    std::string scheme;  // "http"
+    std::string scheme;  // "http" or "https"
     std::string host;
-    std::string port;    // "80" when absent
+    std::string port;    // "80" / "443" when absent
     std::string target;  // path and query, "/" when absent
 };
-/// Parses http://host[:port][/path]; nullopt for anything else (https included).
+/// Parses http(s)://host[:port][/path]; nullopt for anything else (user info included).
 [[nodiscard]] std::optional<url_parts> parse_url(std::string_view url);
 
 struct client_request {
@@ -40,6 +42,7 @@ struct client_request {
     std::string body;
     std::chrono::milliseconds timeout{10'000};  // the whole exchange
     std::size_t body_limit = 64 * 1024 * 1024;
+    std::string ca_file;  // https: PEM bundle to trust instead of the system store
 };
 
 /// Performs the request on the calling coroutine's executor. Any status is a response;
