@@ -14,6 +14,10 @@ enum class runtime_mode { container, service_manager };
 runtime_mode parse_runtime_mode(const std::string& text);
 const char* to_string(runtime_mode m) noexcept;
 
+/// GATEWAY_API_URL: "" or http(s)://host[:port][/path], returned without a trailing '/';
+/// throws config_error otherwise.
+std::string normalize_api_url(std::string url);
+
 struct runner_config {
     std::string database_url;
     std::string gateway_slug;   // GATEWAY_ID: this gateway's slug
@@ -22,6 +26,8 @@ struct runner_config {
     std::string tenant_id;      // TENANT_ID: only needed when the slug exists in several tenants
     std::string state_dir;      // keeps the registration (gateway id and slug) across restarts
     std::string instance;       // identity in leases and heartbeats
+
+    std::string gateway_api_url;  // GATEWAY_API_URL: this host's api-gateway (meta.api_url)
     runtime_mode mode = runtime_mode::container;
     int command_timeout_s = 120;  // COMMAND_TIMEOUT
     std::string networking_mode = "local";

@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
                    ->envname("GATEWAY_TOKEN"));
     app.add_option("--gateway-label", cfg.gateway_label, "Label and slug hint for registration")
         ->envname("GATEWAY_LABEL");
+    app.add_option("--gateway-api-url", cfg.gateway_api_url,
+                   "This host's api-gateway; others proxy this gateway's agents to it")
+        ->envname("GATEWAY_API_URL");
     app.add_option("--tenant-id", cfg.tenant_id,
                    "Tenant of the gateway (when its slug is not unique)")
         ->envname("TENANT_ID");
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
     if (auto code = cli.parse(argc, argv, &common)) return *code;
     try {
         cfg.mode = awp::runner::parse_runtime_mode(mode);
+        cfg.gateway_api_url = awp::runner::normalize_api_url(cfg.gateway_api_url);
         // Fails early on a malformed HOSTED_SECRETS_KEY.
         (void)awp::runner::secrets_key(cfg.hosted_secrets_key, cfg.service_role_key);
     } catch (const awp::core::error& e) {

@@ -134,7 +134,21 @@ boost::asio::awaitable<sync_result> sync_secrets(core::pg::connection& c, std::s
         s.encrypted_value = r.get<std::string>(i, 3);
         rows.push_back(std::move(s));
     }
-    sync_result out = write_secret_files(dir, key, rows);
+    sync_result out;
+    std::string write_failure;
+    try {
+        out = write_secret_files(dir, key, rows);
+    } catch (const std::exception& e) {
+        write_failure = e.what();
+    }
+    if (!write_failure.empty()) {
+        // The UI shows sync_status / sync_error per secret: say why nothing reached the host.
+        co_await c.async_query(
+            "UPDATE public.secrets SET sync_status = 'error', sync_error = $2 "
+            "WHERE gateway_id = $1::uuid AND sync_error IS DISTINCT FROM $2",
+            gateway_id, "cannot write the secrets files: " + write_failure);
+        throw core::error(write_failure);
+    }
     std::string ok = "{", bad = "{";
     for (std::size_t i = 0; i < out.synced_ids.size(); ++i)
         ok += (i ? "," : "") + out.synced_ids[i];
@@ -145,7 +159,8 @@ boost::asio::awaitable<sync_result> sync_secrets(core::pg::connection& c, std::s
     co_await c.async_query(
         "UPDATE public.secrets SET sync_status = 'active', sync_error = NULL, last_synced_at = "
         "now() "
-        "WHERE id = ANY($1::uuid[]) AND (sync_status <> 'active' OR last_synced_at IS NULL)",
+        "WHERE id = ANY($1::uuid[]) AND (sync_status <> 'active' OR last_synced_at IS NULL "
+        "OR sync_error IS NOT NULL)",
         ok);
     co_await c.async_query(
         "UPDATE public.secrets SET sync_status = 'error', "

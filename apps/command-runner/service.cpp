@@ -204,8 +204,17 @@ net::awaitable<void> runner_service::register_gateway() {
 net::awaitable<void> runner_service::heartbeat(pg::session& db) {
     std::optional<std::string> tenant;
     if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
-    const std::string meta = json_object(
-        {{"runtime_mode", to_string(cfg_.mode)}, {"auth_flows", std::to_string(flows_.size())}});
+    // Daemon-only row (users can read it, not write it): the sync state, and the address other
+    // api-gateways proxy this gateway's agents to.
+    std::vector<std::pair<std::string, std::string>> fields = {
+        {"runtime_mode", to_string(cfg_.mode)},
+        {"auth_flows", std::to_string(flows_.size())},
+        {"secrets_sync", secrets_key_.empty()     ? "off"
+                         : secrets_error_.empty() ? "ok"
+                                                  : "failed"}};
+    if (!secrets_error_.empty()) fields.emplace_back("secrets_error", secrets_error_);
+    if (!cfg_.gateway_api_url.empty()) fields.emplace_back("api_url", cfg_.gateway_api_url);
+    const std::string meta = json_object(fields);
     auto r = co_await db.query(
         "SELECT gateway_id::text, tenant_id::text, gateway_status::text FROM "
         "public.daemon_heartbeat("
@@ -270,8 +279,8 @@ net::awaitable<void> runner_service::recover_dead_runs() {
     }
 }
 
-net::awaitable<void> runner_service::sync_secrets_on(pg::session& db) {
-    if (secrets_key_.empty() || gateway_id_.empty()) co_return;
+net::awaitable<std::string> runner_service::sync_secrets_on(pg::session& db) {
+    if (secrets_key_.empty() || gateway_id_.empty()) co_return "";
     pg::connection* c = co_await db.get();
     std::string failure;
     try {
@@ -287,7 +296,15 @@ net::awaitable<void> runner_service::sync_secrets_on(pg::session& db) {
     } catch (const std::exception& e) {
         failure = e.what();
     }
-    if (!failure.empty()) log::warn("secrets sync failed", {{"error", failure}});
+    if (!failure.empty()) {
+        log::warn("secrets sync failed", {{"error", failure}});
+        if (secrets_error_ != failure) heartbeat_due_ = true;  // make it visible soon
+    } else if (!secrets_error_.empty()) {
+        log::info("secrets sync works again");
+        heartbeat_due_ = true;
+    }
+    secrets_error_ = failure;
+    co_return failure;
 }
 
 net::awaitable<void> runner_service::housekeeping() {
@@ -498,7 +515,19 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
                           static_cast<int>(std::max<std::size_t>(1, p.steps.size())) +
                       60;
     if (!co_await start(db_, cmd, lease)) co_return;
-    if (p.sync_secrets_first) co_await sync_secrets_on(db_);
+    if (p.sync_secrets_first) {
+        // provision: the agent's env file must be current before the runtime reads it.
+        const std::string failure = co_await sync_secrets_on(db_);
+        if (!failure.empty()) {
+            const auto secrets = redactions(cmd);
+            co_await fail(
+                db_, cmd, std::nullopt,
+                keep("secrets sync failed, the agent's env file is not current: " + failure,
+                     secrets, kErrorLimit),
+                "", "", scrub_patch(cmd, false));
+            co_return;
+        }
+    }
     const auto secrets = redactions(cmd);
     const auto deadline = std::chrono::steady_clock::now() + p.timeout;
     std::string out, err, error;
@@ -521,7 +550,7 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
         }
         if (!spawn_failure.empty()) {
             ok = false;
-            error = "cannot start " + o.argv[0] + ": " + spawn_failure;
+            error = spawn_failure;  // "cannot start <program>: <why>"
             break;
         }
         if (p.steps.size() > 1) {
@@ -677,7 +706,7 @@ net::awaitable<void> runner_service::start_auth(command_row cmd, plan p) {
         failure = e.what();
     }
     if (!failure.empty()) {
-        const std::string error = "cannot start " + o.argv[0] + ": " + failure;
+        const std::string error = failure;  // "cannot start <program>: <why>"
         const std::string state = connection_state({{"stage", "failed"}, {"error", error}});
         co_await fail(db_, cmd, std::nullopt, error, "", "", state);
         co_return;

@@ -47,7 +47,9 @@ private:
     net::awaitable<void> register_gateway();
     net::awaitable<void> heartbeat(core::pg::session& db);
     net::awaitable<void> recover_dead_runs();
-    net::awaitable<void> sync_secrets_on(core::pg::session& db);
+    /// Syncs the secrets files; returns the failure ("" when synced or when sync is off) and
+    /// keeps it for the heartbeat.
+    net::awaitable<std::string> sync_secrets_on(core::pg::session& db);
     net::awaitable<void> housekeeping();
 
     net::awaitable<std::optional<command_row>> lease();
@@ -89,6 +91,7 @@ private:
     std::vector<std::string> secret_values_;  // decrypted secrets: redacted from every output
     bool heartbeat_due_ = true, secrets_due_ = true;
     std::chrono::steady_clock::time_point last_sync_{};
+    std::string secrets_error_;  // the last sync's failure, "" when it worked
     bool ready_ = false, stopping_ = false, housekeeping_done_ = false, listener_done_ = false;
 };
 

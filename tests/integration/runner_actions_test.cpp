@@ -496,6 +496,42 @@ private:
     std::vector<std::string> requests_;
 };
 
+/// Answers every connection at once with plain-HTTP bytes and closes it (what a TLS client
+/// meets when it is pointed at an http:// server); counts the connections.
+class plain_answer {
+public:
+    plain_answer() : acceptor_(io_, {net::ip::make_address("127.0.0.1"), 0}) {
+        port_ = acceptor_.local_endpoint().port();
+        thread_ = std::thread([this] {
+            while (!stop_) {
+                net::ip::tcp::socket s(io_);
+                boost::system::error_code ec;
+                acceptor_.accept(s, ec);
+                if (ec || stop_) break;
+                ++connections_;
+                net::write(s, net::buffer(std::string("HTTP/1.1 400 Bad Request\r\n\r\n")), ec);
+            }
+        });
+    }
+    ~plain_answer() {
+        stop_ = true;
+        boost::system::error_code ec;
+        net::ip::tcp::socket s(io_);
+        s.connect({net::ip::make_address("127.0.0.1"), port_}, ec);
+        thread_.join();
+    }
+    unsigned short port() const { return port_; }
+    int connections() const { return connections_; }
+
+private:
+    net::io_context io_;
+    net::ip::tcp::acceptor acceptor_;
+    unsigned short port_ = 0;
+    std::thread thread_;
+    std::atomic<bool> stop_{false};
+    std::atomic<int> connections_{0};
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -546,6 +582,32 @@ TEST_CASE(
     CHECK_THAT(reqs[0], Catch::StartsWith("POST /api/create_page HTTP/1.1") &&
                             Catch::Contains("Bearer src-api-key-77") &&
                             Catch::EndsWith(R"({"title":"Hi"})"));
+
+    // https is spoken (a plain-HTTP server fails the TLS handshake, nothing is sent in the
+    // clear), and a URL of another scheme is refused before any connection.
+    plain_answer plain;
+    const auto tls = one(admin,
+                         "INSERT INTO source_connections (tenant_id, provider, writable, config) "
+                         "VALUES ($1, 'http_json', true, jsonb_build_object('url', $2::text)) "
+                         "RETURNING id",
+                         {kDefaultTenant, "https://127.0.0.1:" + std::to_string(plain.port())});
+    auto h = wait_finished(
+        admin, enqueue(admin, gw.id, "source_write",
+                       R"({"connection_id":")" + tls + R"(","action":"create_page","params":{}})"));
+    CHECK(h.status == "failed");
+    CHECK_THAT(h.error, Catch::StartsWith("http_json: ") && Catch::Contains("TLS"));
+    CHECK(plain.connections() == 1);
+    CHECK(server.requests().size() == 1);  // only the earlier http:// call
+    const auto ftp = one(admin,
+                         "INSERT INTO source_connections (tenant_id, provider, writable, config) "
+                         "VALUES ($1, 'http_json', true, '{\"url\":\"ftp://127.0.0.1/x\"}') "
+                         "RETURNING id",
+                         {kDefaultTenant});
+    auto fe = wait_finished(
+        admin, enqueue(admin, gw.id, "source_write",
+                       R"({"connection_id":")" + ftp + R"(","action":"create_page","params":{}})"));
+    CHECK(fe.status == "failed");
+    CHECK_THAT(fe.error, Catch::Contains("must be an http:// or https:// URL"));
 
     // The test double provider, and an unknown provider.
     const auto dbl = one(
