@@ -12,6 +12,7 @@
 #include "awp/core/uuid.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
+#include "registry.hpp"
 
 namespace awp::api {
 
@@ -99,6 +100,27 @@ std::string token_from_cookies(const request& r) {
     return {};
 }
 
+std::optional<principal> token_cache::find(const std::string& token, double now, double leeway) {
+    std::lock_guard lock(mu_);
+    auto it = map_.find(token);
+    if (it == map_.end()) return std::nullopt;
+    if (now >= it->second.exp + leeway || now + leeway < it->second.nbf) {
+        map_.erase(it);  // the full check below says why it is refused
+        return std::nullopt;
+    }
+    return it->second.p;
+}
+
+void token_cache::put(const std::string& token, const principal& p, double exp, double nbf,
+                      double now) {
+    std::lock_guard lock(mu_);
+    if (map_.size() >= kMax) {
+        std::erase_if(map_, [&](const auto& kv) { return kv.second.exp <= now; });
+        if (map_.size() >= kMax) map_.clear();
+    }
+    map_.insert_or_assign(token, entry{p, exp, nbf});
+}
+
 std::optional<principal> gateway::token_principal(std::string_view token, bool& service_key) const {
     service_key = false;
     if (!cfg_.service_role_key.empty() &&
@@ -106,11 +128,23 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
         service_key = true;
         return std::nullopt;
     }
+    constexpr double kLeeway = 5;
+    const auto now = static_cast<double>(core::now_unix_ms()) / 1000.0;
+    const std::string text(token);
+    auto revoked = [&](const principal& p) {
+        if (p.jti.empty()) return false;
+        std::lock_guard lock(revoked_mu_);
+        return revoked_.count(p.jti) != 0;
+    };
+    if (auto hit = tokens_.find(text, now, kLeeway)) {
+        if (revoked(*hit)) throw unauthorized("the session has been signed out");
+        return hit;
+    }
     std::string claims;
     try {
         crypto::jwt_verify_options o;
         o.require_exp = true;
-        o.leeway = std::chrono::seconds(5);
+        o.leeway = std::chrono::seconds(static_cast<long>(kLeeway));
         claims = crypto::jwt_verify_hs256(token, cfg_.jwt_secret, o);
     } catch (const crypto::token_error& e) {
         throw unauthorized(std::string("invalid access token: ") + e.what());
@@ -124,9 +158,16 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
         auto it = o.FindMember(k);
         return it != o.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
     };
+    auto number = [&](const char* k, double fallback) {
+        auto it = d.FindMember(k);
+        return it != d.MemberEnd() && it->value.IsNumber() ? it->value.GetDouble() : fallback;
+    };
+    const double exp = number("exp", 0);  // verified present
+    const double nbf = number("nbf", -1e18);
     const auto role = str(d, "role");
     if (role == "service_role") {
         p.who = principal::kind::service;
+        tokens_.put(text, p, exp, nbf, now);
         return p;
     }
     if (role != "authenticated") {
@@ -143,14 +184,35 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     if (p.tenant_id.empty()) p.tenant_id = kDefaultTenant;
     if (!core::is_valid_uuid(p.tenant_id)) throw unauthorized("the token's tenant is not a UUID");
     if (p.sub.empty()) throw unauthorized("the token has no subject");
-    if (auto e = d.FindMember("exp"); e != d.MemberEnd() && e->value.IsNumber()) {
-        p.exp = static_cast<long long>(e->value.GetDouble());
-    }
-    if (!p.jti.empty()) {
-        std::lock_guard lock(revoked_mu_);
-        if (revoked_.count(p.jti) != 0) throw unauthorized("the session has been signed out");
-    }
+    p.exp = static_cast<long long>(exp);
+    // Only tokens that passed every check are remembered; failures are never cached.
+    tokens_.put(text, p, exp, nbf, now);
+    if (revoked(p)) throw unauthorized("the session has been signed out");
     return p;
+}
+
+void gateway::pick_database(const request& r, principal& p) const {
+    p.workspace_id.clear();
+    p.workspace_url.clear();
+    p.registry_error.clear();
+    std::shared_ptr<const registry_snapshot> snap;
+    try {
+        snap = registry_->snapshot();
+    } catch (const registry_error& e) {
+        // Which database the caller means is unknown: database routes answer 500 rather than
+        // guess (the gateway's own database may hold another workspace's data).
+        p.registry_error = e.what();
+        return;
+    }
+    if (db_->retained_generation() != snap->generation) {
+        std::map<std::string, std::string> live;
+        for (const auto& w : snap->all) live.emplace(w.id, w.url);
+        db_->retain(snap->generation, live);
+    }
+    auto ws = snap->pick(r.cookie(kActiveWorkspaceCookie));
+    if (!ws) return;  // no workspace registered: the gateway's own DATABASE_URL
+    p.workspace_id = ws->id;
+    p.workspace_url = ws->url;
 }
 
 namespace {
@@ -176,6 +238,7 @@ principal gateway::require_session(const request& r) const {
     if (service_key || (p && p->who == principal::kind::service)) {
         throw http_error(403, "forbidden", "this route needs a user session, not the service role");
     }
+    pick_database(r, *p);
     return *p;
 }
 
@@ -192,6 +255,7 @@ principal gateway::require_service(const request& r) const {
     if (service_key || (p && p->who == principal::kind::service)) {
         principal s;
         s.who = principal::kind::service;
+        pick_database(r, s);
         return s;
     }
     throw http_error(403, "forbidden", "this route needs the service-role key, not a user session");
@@ -286,6 +350,7 @@ net::awaitable<response> gateway::login(request r) {
     }
     principal svc;
     svc.who = principal::kind::service;
+    pick_database(r, svc);  // the accounts of the active workspace's database
     auto t = co_await db_->begin(svc);
     auto row = co_await t.query(
         "SELECT id::text, tenant_id::text, email, password_hash, disabled FROM public.app_users "
@@ -367,13 +432,30 @@ net::awaitable<response> gateway::logout(request r) {
 net::awaitable<response> gateway::whoami(request r) {
     auto p = require_session(r);
     auto t = co_await db_->begin(p);
-    auto row = co_await t.query("SELECT public.current_tenant_id()::text AS tenant");
+    // The tenant's row as RLS lets the caller see it (null when the tenant is not in the
+    // active workspace's database).
+    auto row = co_await t.query(
+        "SELECT public.current_tenant_id()::text AS tenant, (SELECT row_to_json(x) FROM "
+        "(SELECT t.id, t.name, t.slug FROM public.tenants t WHERE t.id = "
+        "public.current_tenant_id()) x)::text AS tenant_row");
     co_await t.commit();
     json_out out;
     out.w.StartObject();
     out.kv("userId", p.sub);
     out.kv("tenantId", row.get<std::string>(0, "tenant"));
     out.kv("email", p.email);
+    out.key("tenant");
+    if (auto tr = row.get_optional<std::string>(0, "tenant_row")) {
+        out.raw(*tr);
+    } else {
+        out.w.Null();
+    }
+    out.key("workspaceId");
+    if (p.workspace_id.empty()) {
+        out.w.Null();
+    } else {
+        out.str(p.workspace_id);
+    }
     out.w.EndObject();
     co_return response::json(200, out.str());
 }

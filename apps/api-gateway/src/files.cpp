@@ -1,6 +1,7 @@
 // Agent files: each agent's sandbox directory <AGENTS_DIR>/<tenant>/<slug>. Paths are decoded
 // once, checked segment by segment, and opened with openat2(RESOLVE_BENEATH) relative to the
 // sandbox, so nothing outside it (.., absolute paths, symlinks out, NUL) is read or written.
+// Agents of another gateway are served by that gateway's own api-gateway (proxy_to_gateway).
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -13,6 +14,8 @@
 #include <filesystem>
 
 #include "awp/core/crypto.hpp"
+#include "awp/core/log.hpp"
+#include "awp/http/client.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
 
@@ -21,6 +24,9 @@ namespace awp::api {
 using http::http_error;
 
 namespace {
+
+/// Marks a request one api-gateway forwarded to another (loop guard).
+constexpr std::string_view kProxiedHeader = "X-Awp-Proxied";
 
 class fd_guard {
 public:
@@ -184,24 +190,100 @@ upload parse_multipart(const request& r) {
 
 }  // namespace
 
-namespace {
-
-/// The sandbox root of an agent the caller can see (RLS), or 404.
-net::awaitable<std::string> sandbox_of(db_pool& db, principal p, std::string slug,
-                                       std::string agents_dir) {
-    auto t = co_await db.begin(p);
-    auto rows =
-        co_await t.query("SELECT tenant_id::text, slug FROM public.agents WHERE slug = $1", slug);
+net::awaitable<agent_home> gateway::locate_agent(principal p, std::string slug) {
+    auto t = co_await db_->begin(p);
+    auto rows = co_await t.query(
+        // The address comes from the gateway runner's heartbeat: a row only daemons write, so
+        // no user can point another gateway's traffic (and its bearer tokens) elsewhere.
+        "SELECT a.tenant_id::text, a.slug, a.config::text, g.id::text, g.slug, "
+        "(SELECT h.meta->>'api_url' FROM public.daemon_heartbeats h WHERE h.gateway_id = g.id "
+        "AND h.daemon = 'command-runner' AND h.meta ? 'api_url' "
+        "ORDER BY h.last_seen_at DESC LIMIT 1) "
+        "FROM public.agents a LEFT JOIN public.gateways g "
+        "ON g.tenant_id = a.tenant_id AND g.id = a.gateway_id WHERE a.slug = $1",
+        slug);
     co_await t.commit();
     if (rows.empty()) throw http_error(404, "not_found", "agent not found");
-    co_return agents_dir + "/" + rows.get<std::string>(0, 0) + "/" + rows.get<std::string>(0, 1);
+    agent_home a;
+    a.tenant_id = rows.get<std::string>(0, 0);
+    a.slug = rows.get<std::string>(0, 1);
+    a.config_json = rows.get<std::string>(0, 2);
+    if (auto gid = rows.get_optional<std::string>(0, 3)) {
+        a.gateway_slug = rows.get<std::string>(0, 4);
+        a.local = *gid == cfg_.gateway_id || a.gateway_slug == cfg_.gateway_id;
+        a.api_url = rows.get_optional<std::string>(0, 5).value_or("");
+    }
+    co_return a;
 }
 
-}  // namespace
+net::awaitable<response> gateway::proxy_to_gateway(request r, agent_home a) {
+    // A proxied request is never proxied again: two gateways that each think the other hosts
+    // the agent would otherwise bounce it between them until a timeout.
+    if (r.header.has(kProxiedHeader)) {
+        throw http_error(502, "proxy_loop",
+                         "the agent's gateway '" + a.gateway_slug +
+                             "' is not served here and the request was already forwarded once");
+    }
+    auto base = a.api_url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    if (base.empty()) {
+        throw http_error(502, "gateway_unreachable",
+                         "gateway '" + a.gateway_slug + "' has registered no api address");
+    }
+    if (!http::parse_url(base)) {
+        throw http_error(502, "gateway_unreachable",
+                         "gateway '" + a.gateway_slug + "' registered an api address that is " +
+                             "not an http(s):// URL");
+    }
+    http::client_request up;
+    // HEAD is answered by GET routes; ask for GET so the answer has a body to read.
+    up.method = r.method == "HEAD" ? "GET" : r.method;
+    up.url = base + r.target;
+    // The caller's credentials and the request's own data, nothing else.
+    if (auto auth = r.header.get("authorization")) {
+        up.header.add("Authorization", std::string(*auth));
+    } else if (auto token = token_from_cookies(r); !token.empty()) {
+        up.header.add("Authorization", "Bearer " + token);
+    }
+    if (auto ct = r.header.get("content-type")) up.header.add("Content-Type", std::string(*ct));
+    if (auto fp = r.header.get("x-file-path")) up.header.add("X-File-Path", std::string(*fp));
+    up.header.add(std::string(kProxiedHeader), "1");
+    up.body = std::move(r.body);
+    up.timeout = std::chrono::milliseconds(static_cast<long>(cfg_.proxy_timeout_s * 1000));
+    std::optional<response> answer;
+    std::optional<http::upstream_error::kind> failure;
+    try {
+        answer = co_await http::fetch(std::move(up));
+    } catch (const http::upstream_error& e) {
+        failure = e.what_kind();
+        core::log::warn("proxy to gateway failed",
+                        {{"gateway", a.gateway_slug}, {"agent", a.slug}, {"error", e.what()}});
+    }
+    if (failure) {
+        if (*failure == http::upstream_error::kind::timeout) {
+            throw http_error(504, "gateway_timeout",
+                             "gateway '" + a.gateway_slug + "' did not answer in time");
+        }
+        throw http_error(502, "gateway_unreachable",
+                         "gateway '" + a.gateway_slug + "' is unreachable");
+    }
+    response out;
+    out.status = answer->status;
+    if (auto ct = answer->header.get("content-type")) {
+        out.header.add("Content-Type", std::string(*ct));
+    }
+    out.body = std::move(answer->body);
+    co_return out;
+}
 
 net::awaitable<response> gateway::files_get(request r) {
     auto p = require_session(r);
-    auto root = co_await sandbox_of(*db_, p, r.param("slug"), cfg_.agents_dir);
+    auto home = co_await locate_agent(p, r.param("slug"));
+    if (!home.local) {
+        auto proxied = co_await proxy_to_gateway(std::move(r), std::move(home));
+        co_return proxied;
+    }
+    const auto root = cfg_.agents_dir + "/" + home.tenant_id + "/" + home.slug;
     const auto raw = r.param("path");
     fd_guard rootfd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (rootfd.get() < 0) {
@@ -259,6 +341,11 @@ net::awaitable<response> gateway::files_get(request r) {
 net::awaitable<response> gateway::files_post(request r) {
     check_same_origin(r);
     auto p = require_session(r);
+    auto home = co_await locate_agent(p, r.param("slug"));
+    if (!home.local) {
+        auto proxied = co_await proxy_to_gateway(std::move(r), std::move(home));
+        co_return proxied;
+    }
     upload up;
     if (r.media_type() == "multipart/form-data") {
         up = parse_multipart(r);
@@ -275,7 +362,7 @@ net::awaitable<response> gateway::files_post(request r) {
         throw http_error(413, "body_too_large", "the file exceeds the upload limit");
     }
     const auto rel = clean_path(up.path, false);
-    auto root = co_await sandbox_of(*db_, p, r.param("slug"), cfg_.agents_dir);
+    const auto root = cfg_.agents_dir + "/" + home.tenant_id + "/" + home.slug;
     std::error_code ec;
     std::filesystem::create_directories(root, ec);
     fd_guard dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));

@@ -17,6 +17,7 @@
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
 #include "awp/http/client.hpp"
+#include "connectors.hpp"
 #include "json.hpp"
 #include "registry.hpp"
 
@@ -55,8 +56,13 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
     app.add_option("--templates-dir", c.templates_dir, "Agent templates (one folder each)")
         ->envname("API_TEMPLATES_DIR")
         ->capture_default_str();
-    app.add_option("--db-pool", c.db_pool_size, "Database connections")
+    app.add_option("--db-pool", c.db_pool_size, "Database connections (per database)")
         ->envname("API_DB_POOL")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
+    app.add_option("--workspace-pools", c.workspace_pools,
+                   "Workspace database pools open at once (least recently used closes first)")
+        ->envname("API_WORKSPACE_POOLS")
         ->check(CLI::Range(1, 1000))
         ->capture_default_str();
     app.add_option("--session-ttl", c.session_ttl_s, "Seconds a login session lasts")
@@ -87,6 +93,40 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
     app.add_option("--login-window", c.login_window_s, "Seconds the failed-login count lasts")
         ->envname("API_LOGIN_WINDOW")
         ->capture_default_str();
+    app.add_option("--connectors-dir", c.connectors_dir, "Source connectors (one folder each)")
+        ->envname("API_CONNECTORS_DIR")
+        ->capture_default_str();
+    app.add_option("--public-url", c.public_url, "Public base URL (OAuth redirect_uri)")
+        ->envname("API_PUBLIC_URL");
+    app.add_option("--sources-redirect", c.sources_redirect,
+                   "UI page the OAuth callback redirects to")
+        ->envname("API_SOURCES_REDIRECT")
+        ->capture_default_str();
+    app.add_option("--oauth-state-ttl", c.oauth_state_ttl_s, "Seconds an OAuth flow may take")
+        ->envname("API_OAUTH_STATE_TTL")
+        ->check(CLI::Range(1.0, 3600.0))
+        ->capture_default_str();
+    cli.secret(app.add_option("--hosted-secrets-key", c.hosted_secrets_key,
+                              "32-byte key of enc:v1 secrets (else derived from SERVICE_ROLE_KEY)")
+                   ->envname("HOSTED_SECRETS_KEY"));
+    app.add_option("--gateway-id", c.gateway_id,
+                   "This host's gateway (slug or id); agents of others are proxied")
+        ->envname("GATEWAY_ID")
+        ->capture_default_str();
+    app.add_option("--proxy-timeout", c.proxy_timeout_s,
+                   "Seconds before a request proxied to another gateway answers 504")
+        ->envname("API_PROXY_TIMEOUT")
+        ->check(CLI::Range(0.1, 600.0))
+        ->capture_default_str();
+    app.add_option("--browser-cdp-url", c.browser_cdp_url,
+                   "Chromium DevTools endpoint of agents without config.browser.cdpUrl")
+        ->envname("API_BROWSER_CDP_URL")
+        ->capture_default_str();
+    app.add_option("--browser-timeout", c.browser_timeout_s,
+                   "Seconds before a browser route answers 504")
+        ->envname("API_BROWSER_TIMEOUT")
+        ->check(CLI::Range(0.1, 600.0))
+        ->capture_default_str();
 }
 
 void validate(gateway_config& c) {
@@ -110,6 +150,20 @@ void validate(gateway_config& c) {
         const char* home = std::getenv("HOME");
         c.agents_dir = std::string(home ? home : ".") + "/.local/share/awp/agents";
     }
+    if (!c.hosted_secrets_key.empty()) {
+        (void)core::crypto::parse_hosted_secrets_key(c.hosted_secrets_key);  // config_error
+    }
+    while (!c.public_url.empty() && c.public_url.back() == '/') c.public_url.pop_back();
+    if (!c.public_url.empty() && c.public_url.rfind("http://", 0) != 0 &&
+        c.public_url.rfind("https://", 0) != 0) {
+        throw core::config_error("API_PUBLIC_URL must be an http(s):// URL");
+    }
+    if (c.sources_redirect.empty()) c.sources_redirect = "/settings/sources";
+    if (c.gateway_id.empty()) throw core::config_error("GATEWAY_ID must not be empty");
+    if (!is_cdp_url(c.browser_cdp_url)) {
+        throw core::config_error("API_BROWSER_CDP_URL must be http://host:port, got \"" +
+                                 c.browser_cdp_url + "\"");
+    }
     if (c.threads == 0)
         c.threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
@@ -120,7 +174,8 @@ gateway::gateway(net::io_context& ioc, gateway_config cfg)
       limiter_(cfg_.login_max_failures,
                std::chrono::seconds(static_cast<long>(cfg_.login_window_s))) {
     if (sodium_init() < 0) throw core::error("libsodium failed to initialise");
-    db_ = std::make_unique<db_pool>(ioc_, cfg_.database_url, cfg_.db_pool_size);
+    db_ =
+        std::make_unique<db_pool>(ioc_, cfg_.database_url, cfg_.db_pool_size, cfg_.workspace_pools);
     registry_ = std::make_unique<registry>(cfg_.config_dir);
     char buf[crypto_pwhash_STRBYTES];
     const auto pw = core::crypto::random_bytes(16);
@@ -130,6 +185,7 @@ gateway::gateway(net::io_context& ioc, gateway_config cfg)
     }
     dummy_hash_ = buf;
     load_templates();
+    connectors_ = std::make_unique<connector_registry>(cfg_.connectors_dir);
     http::server_options o;
     o.bind = cfg_.bind;
     o.port = cfg_.port;
@@ -181,8 +237,7 @@ http::router gateway::routes() {
     r.add("POST", "/api/agents/:slug/files", bind(&gateway::files_post), upload);
     r.add("POST", "/api/embed", bind(&gateway::embed), json_body);
     r.add("GET", "/api/agents/:slug/browser/state", bind(&gateway::browser_state), small);
-    r.add("GET", "/api/agents/:slug/browser/screenshot", bind(&gateway::browser_screenshot),
-          small);
+    r.add("GET", "/api/agents/:slug/browser/screenshot", bind(&gateway::browser_screenshot), small);
     r.add(std::vector<std::string>{"GET", "POST"}, "/api/sources/browse",
           bind(&gateway::sources_browse), json_body);
     r.add("POST", "/api/sources/validate", bind(&gateway::sources_validate), json_body);
@@ -207,7 +262,7 @@ net::awaitable<response> gateway::public_config(request) {
     o.kv("workspaceId", ws->id);
     o.kv("label", ws->label);
     o.kv("emoji", ws->emoji);
-    o.kv("url", ws->url);
+    o.kv("url", public_url(ws->url));  // public: a DSN's password stays in the registry
     o.kv("anonKey", ws->anon_key);
     o.w.EndObject();
     o.w.EndObject();

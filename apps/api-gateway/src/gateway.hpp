@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,16 +41,26 @@ struct gateway_config {
     double embed_timeout_s = 10;                          // EMBED_TIMEOUT
     std::string config_dir;                               // AWP_CONFIG_DIR: workspace registry
     std::string agents_dir;  // AGENTS_DIR: agent sandboxes <dir>/<tenant>/<slug>
-    std::string templates_dir = "deploy/templates";  // API_TEMPLATES_DIR
-    std::size_t db_pool_size = 16;                   // API_DB_POOL
-    double session_ttl_s = 8 * 3600;                 // API_SESSION_TTL
-    bool cookie_secure = false;                      // API_COOKIE_SECURE
-    bool hsts = false;                               // API_HSTS (behind a TLS proxy)
-    bool access_log = true;                          // API_ACCESS_LOG
-    std::vector<std::string> allowed_origins;        // API_ALLOWED_ORIGINS (comma list)
-    std::size_t upload_limit = 10 * 1024 * 1024;     // API_UPLOAD_LIMIT bytes
-    int login_max_failures = 5;                      // API_LOGIN_MAX_FAILURES
-    double login_window_s = 900;                     // API_LOGIN_WINDOW
+    std::string templates_dir = "deploy/templates";      // API_TEMPLATES_DIR
+    std::size_t db_pool_size = 16;                       // API_DB_POOL (per database)
+    std::size_t workspace_pools = 8;                     // API_WORKSPACE_POOLS: open at once
+    double session_ttl_s = 8 * 3600;                     // API_SESSION_TTL
+    bool cookie_secure = false;                          // API_COOKIE_SECURE
+    bool hsts = false;                                   // API_HSTS (behind a TLS proxy)
+    bool access_log = true;                              // API_ACCESS_LOG
+    std::vector<std::string> allowed_origins;            // API_ALLOWED_ORIGINS (comma list)
+    std::size_t upload_limit = 10 * 1024 * 1024;         // API_UPLOAD_LIMIT bytes
+    int login_max_failures = 5;                          // API_LOGIN_MAX_FAILURES
+    double login_window_s = 900;                         // API_LOGIN_WINDOW
+    std::string connectors_dir = "deploy/connectors";    // API_CONNECTORS_DIR
+    std::string public_url;                              // API_PUBLIC_URL (else the Host)
+    std::string sources_redirect = "/settings/sources";  // API_SOURCES_REDIRECT (UI page)
+    double oauth_state_ttl_s = 600;                      // API_OAUTH_STATE_TTL
+    std::string hosted_secrets_key;                      // HOSTED_SECRETS_KEY (secret)
+    std::string gateway_id = "default";  // GATEWAY_ID: this host's gateway (slug or uuid)
+    double proxy_timeout_s = 30;         // API_PROXY_TIMEOUT: requests to other gateways
+    std::string browser_cdp_url = "http://127.0.0.1:9222";  // API_BROWSER_CDP_URL
+    double browser_timeout_s = 10;                          // API_BROWSER_TIMEOUT
     std::chrono::milliseconds drain_timeout{20'000};
 };
 
@@ -57,6 +68,8 @@ struct gateway_config {
 void add_options(core::daemon::cli& cli, gateway_config& c);
 /// Checks values after parsing; throws core::config_error.
 void validate(gateway_config& c);
+/// A Chromium DevTools endpoint: http://host:port with an explicit port and no path.
+[[nodiscard]] bool is_cdp_url(std::string_view url);
 
 /// Who is calling.
 struct principal {
@@ -68,6 +81,30 @@ struct principal {
     std::string email;
     std::string jti;
     long long exp = 0;
+    // The database of this request (pick_database): the active workspace's id and url, or
+    // no id for the gateway's own DATABASE_URL; registry_error when the registry is unreadable.
+    std::string workspace_id;
+    std::string workspace_url;
+    std::string registry_error;
+};
+
+/// Access tokens already verified (token text -> principal), so a session's next requests skip
+/// libjwt's decode, the HMAC and the claims parse. exp and nbf are checked on every hit (with
+/// the same leeway), revocation by the caller. At most kMax entries (expired ones go first).
+class token_cache {
+public:
+    static constexpr std::size_t kMax = 4096;
+    std::optional<principal> find(const std::string& token, double now, double leeway);
+    void put(const std::string& token, const principal& p, double exp, double nbf, double now);
+
+private:
+    struct entry {
+        principal p;
+        double exp = 0;
+        double nbf = 0;
+    };
+    std::mutex mu_;
+    std::map<std::string, entry, std::less<>> map_;
 };
 
 /// Failed-login bookkeeping per account and per address (in memory, one process).
@@ -91,12 +128,16 @@ private:
     std::chrono::seconds window_;
 };
 
-/// Connections of the api role, handed out one request at a time.
+/// Connections of the api role, handed out one request at a time: one pool per database, the
+/// gateway's own (DATABASE_URL) and one per workspace whose url is a Postgres DSN, each of at
+/// most `size` connections. Workspace pools are made on first use, at most `max_pools` at once
+/// (the least recently used is closed first), and closed when their workspace leaves the
+/// registry or changes its url (retain).
 class db_pool {
 public:
-    db_pool(net::io_context& ioc, std::string dsn, std::size_t size);
+    db_pool(net::io_context& ioc, std::string dsn, std::size_t size, std::size_t max_pools = 8);
     ~db_pool();
-    struct impl;
+    struct impl;  // one database's connections
 
     /// One request's transaction. Queries run as the principal (RLS) or as service_role.
     class tx {
@@ -119,14 +160,46 @@ public:
         bool open_ = false;
     };
 
-    /// BEGIN; role authenticated + request.jwt.claims (user) or role service_role.
+    /// BEGIN; role authenticated + request.jwt.claims (user) or role service_role, on the
+    /// database p names (its workspace's, else the gateway's own). 500 registry_corrupt, 502
+    /// workspace_unsupported (not a Postgres DSN) or 502 database_unreachable otherwise.
     net::awaitable<tx> begin(principal p);
 
+    /// Closes the workspace pools whose workspace is not in `live` (id -> url) or whose url
+    /// changed; `generation` is the registry snapshot's, so a caller can skip unchanged ones.
+    void retain(std::uint64_t generation, const std::map<std::string, std::string>& live);
+    [[nodiscard]] std::uint64_t retained_generation() const noexcept { return generation_; }
+
 private:
-    std::shared_ptr<impl> impl_;
+    std::shared_ptr<impl> pool_for(const principal& p);
+
+    net::io_context& ioc_;
+    std::size_t size_;
+    std::size_t max_pools_;
+    std::shared_ptr<impl> own_;
+    struct workspace_pool {
+        std::string url;
+        std::shared_ptr<impl> pool;
+        std::uint64_t used = 0;
+    };
+    mutable std::mutex mu_;
+    std::map<std::string, workspace_pool> pools_;  // workspace id -> pool
+    std::uint64_t tick_ = 0;
+    std::atomic<std::uint64_t> generation_{0};
 };
 
 class registry;
+class connector_registry;
+
+/// An agent the caller can see under RLS and where it lives (files.cpp: locate_agent).
+struct agent_home {
+    std::string tenant_id;
+    std::string slug;
+    std::string config_json;   // agents.config
+    bool local = true;         // no gateway, or this process's GATEWAY_ID
+    std::string gateway_slug;  // the agent's gateway, when it has one
+    std::string api_url;       // gateways.meta.api_url of a remote gateway ("" = none registered)
+};
 
 /// The daemon's service: owns the router, server, pool and state.
 class gateway : public core::daemon::service {
@@ -149,6 +222,7 @@ public:
     [[nodiscard]] const gateway_config& config() const noexcept { return cfg_; }
     db_pool& db() { return *db_; }
     registry& workspaces() { return *registry_; }
+    connector_registry& connectors() { return *connectors_; }
 
 private:
     http::router routes();
@@ -172,6 +246,10 @@ private:
     // browser.cpp: the agent's Chromium over the DevTools protocol
     net::awaitable<response> browser_state(request r);
     net::awaitable<response> browser_screenshot(request r);
+    // files.cpp: the agent behind :slug (404 when the caller cannot see it), and the request
+    // forwarded to the api-gateway of the agent's gateway when that is not this one.
+    net::awaitable<agent_home> locate_agent(principal p, std::string slug);
+    net::awaitable<response> proxy_to_gateway(request r, agent_home a);
     // sources.cpp: connectors, browse/validate, OAuth 2 + PKCE
     net::awaitable<response> sources_browse(request r);
     net::awaitable<response> sources_validate(request r);
@@ -180,23 +258,30 @@ private:
 
     net::awaitable<bool> verify_password(std::string hash, std::string password);
     std::optional<principal> token_principal(std::string_view token, bool& service_key) const;
+    /// Sets p's database: the workspace of the awp_active_workspace cookie, else the
+    /// registry's active/default one, else the gateway's own (auth.cpp).
+    void pick_database(const request& r, principal& p) const;
     void load_templates();
 
     net::io_context& ioc_;
     gateway_config cfg_;
     std::unique_ptr<db_pool> db_;
     std::unique_ptr<registry> registry_;
+    std::unique_ptr<connector_registry> connectors_;
     std::unique_ptr<http::server> server_;
     net::thread_pool cpu_{2};  // Argon2id off the io threads
     login_limiter limiter_;
     mutable std::mutex revoked_mu_;
     std::map<std::string, long long> revoked_;  // jti → exp, logged-out sessions
+    mutable token_cache tokens_;
     std::string templates_json_ = "[]";
     std::string dummy_hash_;  // equalises login timing for unknown accounts
 };
 
 /// Session cookie written by POST /api/auth/login.
 inline constexpr const char* kSessionCookie = "awp-auth-token";
+/// The browser's active workspace (set by /api/workspaces/switch): picks the database.
+inline constexpr const char* kActiveWorkspaceCookie = "awp_active_workspace";
 
 /// The access token carried by a request's cookies: the plain awp cookie, or an
 /// @supabase/ssr cookie (sb-<ref>-auth-token / hq-<id8>, chunked .0/.1, "base64-" prefix,

@@ -183,10 +183,9 @@ std::vector<workspace> registry::list(std::string* active_id) const {
     return parse_list(read_json(dir_ + "/" + kRegistryFile), active_id);
 }
 
-std::optional<workspace> registry::active(const std::optional<std::string>& hint) const {
-    std::string act;
-    auto all = list(&act);
+std::optional<workspace> registry_snapshot::pick(const std::optional<std::string>& hint) const {
     auto find = [&](const std::string& id) -> std::optional<workspace> {
+        if (id.empty()) return std::nullopt;
         for (const auto& w : all) {
             if (w.id == id) return w;
         }
@@ -195,12 +194,71 @@ std::optional<workspace> registry::active(const std::optional<std::string>& hint
     if (hint) {
         if (auto w = find(*hint)) return w;
     }
-    if (auto w = find(act)) return w;
+    if (auto w = find(active_id)) return w;
     for (const auto& w : all) {
         if (w.is_default) return w;
     }
     if (!all.empty()) return all.front();
     return std::nullopt;
+}
+
+std::optional<workspace> registry::active(const std::optional<std::string>& hint) const {
+    registry_snapshot s;
+    s.all = list(&s.active_id);
+    return s.pick(hint);
+}
+
+namespace {
+
+bool same_file(const struct stat& a, const struct stat& b) {
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino && a.st_size == b.st_size &&
+           a.st_mtim.tv_sec == b.st_mtim.tv_sec && a.st_mtim.tv_nsec == b.st_mtim.tv_nsec &&
+           a.st_ctim.tv_sec == b.st_ctim.tv_sec && a.st_ctim.tv_nsec == b.st_ctim.tv_nsec;
+}
+
+}  // namespace
+
+std::shared_ptr<const registry_snapshot> registry::snapshot() const {
+    const auto path = dir_ + "/" + kRegistryFile;
+    struct stat st {};
+    const bool exists = ::stat(path.c_str(), &st) == 0;
+    const auto now = std::chrono::steady_clock::now();
+    std::lock_guard lock(cache_mu_);
+    // File times are coarse (a clock tick), so a copy is trusted for a second at most even
+    // when nothing in stat() moved; writers replace the file (new inode) anyway.
+    if (cache_.snap && cache_.exists == exists && (!exists || same_file(cache_.st, st)) &&
+        now - cache_.read_at < std::chrono::seconds(1)) {
+        return cache_.snap;
+    }
+    auto fresh = std::make_shared<registry_snapshot>();
+    fresh->all = list(&fresh->active_id);  // registry_error when corrupt: nothing cached
+    // Only a different content makes a new generation (pools are swept on a new one).
+    bool changed = !cache_.snap || cache_.snap->active_id != fresh->active_id ||
+                   cache_.snap->all.size() != fresh->all.size();
+    for (std::size_t i = 0; !changed && i < fresh->all.size(); ++i) {
+        const auto& a = cache_.snap->all[i];
+        const auto& b = fresh->all[i];
+        changed = a.id != b.id || a.url != b.url || a.is_default != b.is_default;
+    }
+    fresh->generation = changed ? ++generation_ : cache_.snap->generation;
+    // stat again after the read: a write in between must not be cached under the old stat.
+    struct stat after {};
+    const bool exists_after = ::stat(path.c_str(), &after) == 0;
+    cache_.snap = fresh;
+    cache_.exists = exists_after;
+    cache_.st = after;
+    cache_.read_at = exists_after == exists && (!exists || same_file(st, after))
+                         ? now
+                         : std::chrono::steady_clock::time_point{};
+    return fresh;
+}
+
+std::string public_url(const std::string& url) {
+    return is_postgres_url(url) ? core::log::redact_dsn(url) : url;
+}
+
+bool is_postgres_url(std::string_view url) {
+    return url.rfind("postgres://", 0) == 0 || url.rfind("postgresql://", 0) == 0;
 }
 
 workspace registry::add(workspace w, const std::string& key, bool make_default) {
@@ -267,14 +325,12 @@ std::optional<std::string> registry::service_role_key(const std::string& id) con
 
 namespace {
 
-constexpr const char* kActiveCookie = "awp_active_workspace";
-
 void write_public(json_out& o, const workspace& w) {
     o.w.StartObject();
     o.kv("id", w.id);
     o.kv("label", w.label);
     o.kv("emoji", w.emoji);
-    o.kv("url", w.url);
+    o.kv("url", public_url(w.url));  // a DSN's password stays in the file
     o.kv("anonKey", w.anon_key);
     o.key("isDefault");
     o.w.Bool(w.is_default);
@@ -380,7 +436,7 @@ net::awaitable<response> gateway::workspaces_switch(request r) {
     http::cookie_options co;
     co.max_age = 31536000;
     co.secure = cfg_.cookie_secure;
-    res.header.add("Set-Cookie", http::set_cookie(kActiveCookie, *id, co));
+    res.header.add("Set-Cookie", http::set_cookie(kActiveWorkspaceCookie, *id, co));
     co_return res;
 }
 

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# One benchmark run of awp-api-gateway, printed side by side with its peer, a minimal Next.js
+# route handler (bench/api/next-app: `next build` + `next start`, GET /api/health -> {ok, ts},
+# as the original UI serves it), on the same machine with the same wrk settings:
+#   GET /api/health requests/s and p50/p99 of both (wrk -t2 -c100 -d10s --latency, after a
+#     3 s warm-up of each);
+#   GET /api/auth/session with a real JWT minted by awpctl: token verified, one transaction
+#     BEGIN; role authenticated + claims; the tenant's row read under RLS; COMMIT - at 100 and
+#     at 10 connections, beside Postgres alone running the same four statements (pgbench, as
+#     many clients as the gateway's pool);
+#   idle RSS of awp-api-gateway and of next-server, after start-up, before any load.
+# Its own database: a clone of the test template (else a fresh one, migrated) on the project
+# cluster, dropped at exit. Usage: bench/api/run.sh [build dir]   (needs awp-api-gateway and
+# awpctl built, wrk, node + npm; the cluster up: scripts/pg-cluster.sh up). npm installs the
+# Next.js app's packages from the registry on first run (node_modules, .next are git-ignored).
+# Results also go to $OUT (default /tmp/awp-api-bench).
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${1:-${AWP_BUILD_DIR:-$REPO/build}}
+BIN=$BUILD/bin
+APP=$REPO/bench/api/next-app
+OUT=${OUT:-/tmp/awp-api-bench}
+API_PORT=${API_PORT:-38180}
+NEXT_PORT=${NEXT_PORT:-38181}
+DUR=${DUR:-10}
+PGBENCH=/usr/lib/postgresql/15/bin/pgbench
+for b in awp-api-gateway awpctl; do
+  [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: cmake --build $BUILD --target $b" >&2; exit 1; }
+done
+for t in wrk node npm psql; do
+  command -v "$t" >/dev/null || { echo "missing $t (scripts/install-deps.sh with AWP_DEPS=full)" >&2; exit 1; }
+done
+mkdir -p "$OUT"
+set -a; . "$REPO/.awp/cluster.env"; set +a
+
+db=awp_bench_api_$$
+gw_pid=; next_pid=
+cleanup() {
+  [ -n "$gw_pid" ] && kill "$gw_pid" 2>/dev/null && wait "$gw_pid" 2>/dev/null
+  [ -n "$next_pid" ] && kill -- -"$next_pid" 2>/dev/null && wait "$next_pid" 2>/dev/null
+  psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+  return 0
+}
+trap cleanup EXIT
+if psql -X -qAt "$AWP_PG_ADMIN_DSN" -c "SELECT 1 FROM pg_database WHERE datname = 'awp_test_template'" | grep -q 1; then
+  psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db TEMPLATE awp_test_template"
+else
+  psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db"
+  "$BIN/awpctl" --database-url "${AWP_PG_ADMIN_DSN/dbname=awp/dbname=$db}" migrate >/dev/null
+fi
+API_DSN="postgresql://awp_api:${AWP_PG_API_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$db"
+export JWT_SECRET=bench-jwt-secret-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+TENANT=00000000-0000-0000-0000-000000000000
+USER_ID=$(cat /proc/sys/kernel/random/uuid)
+TOKEN=$("$BIN/awpctl" token --user-id "$USER_ID" --tenant-id "$TENANT" --email bench@example.com --ttl 3600)
+
+rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
+mb() { awk -v k="$1" 'BEGIN {printf "%.1f MB", k / 1024}'; }
+# wrk's "Latency Distribution" line for a percentile, in ms.
+pct() { awk -v p="$2%" '$1 == p { v = $2; u = v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v);
+  f = (u == "us") ? 0.001 : (u == "s") ? 1000 : (u == "m") ? 60000 : 1; printf "%.2f", v * f }' "$1"; }
+rps() { awk '/^Requests\/sec/ {printf "%.0f", $2}' "$1"; }
+errs() { awk '/Non-2xx|Socket errors/ {printf "%s ", $0}' "$1"; }
+wait_http() {  # url
+  for _ in $(seq 1 150); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.2; done
+  echo "no answer from $1" >&2; return 1
+}
+bench() {  # name, connections, url, extra wrk args...
+  local name=$1 c=$2 url=$3; shift 3
+  wrk -t2 -c"$c" -d"$DUR"s --latency "$@" "$url" >"$OUT/$name.txt"
+}
+
+echo "== awp-api-gateway benchmark ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ))"
+
+# 1. The Next.js peer: packages from the registry, a production build, next start.
+( cd "$APP"
+  if [ ! -d node_modules/next ]; then
+    if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi
+  fi
+  NEXT_TELEMETRY_DISABLED=1 npx --no-install next build >"$OUT/next-build.log" 2>&1 ) ||
+  { echo "next build failed (see $OUT/next-build.log)" >&2; exit 1; }
+NEXT_VERSION=$(node -p "require('$APP/node_modules/next/package.json').version")
+( cd "$APP" && NODE_ENV=production NEXT_TELEMETRY_DISABLED=1 exec setsid node node_modules/next/dist/bin/next start -H 127.0.0.1 -p "$NEXT_PORT" ) >"$OUT/next.log" 2>&1 &
+next_pid=$!
+wait_http "http://127.0.0.1:$NEXT_PORT/api/health"
+sleep 2
+next_idle=$(rss_kb "$next_pid")
+
+# 2. awp-api-gateway with its defaults (threads = cores, pool 16, access log on).
+rm -rf "$OUT/config"
+API_PORT=$API_PORT AWP_API_DATABASE_URL=$API_DSN AWP_CONFIG_DIR=$OUT/config AGENTS_DIR=$OUT/agents \
+  API_TEMPLATES_DIR=$REPO/deploy/templates API_CONNECTORS_DIR=$REPO/deploy/connectors \
+  "$BIN/awp-api-gateway" 2>"$OUT/gateway.log" &
+gw_pid=$!
+wait_http "http://127.0.0.1:$API_PORT/api/health"
+sleep 2
+gw_idle=$(rss_kb "$gw_pid")
+session=$(curl -fsS -H "Authorization: Bearer $TOKEN" "http://127.0.0.1:$API_PORT/api/auth/session")
+case $session in *'"tenant":{"id":"'$TENANT'"'*) ;; *) echo "unexpected session answer: $session" >&2; exit 1 ;; esac
+
+# 3. Health, both (warm-up first: Node's JIT, both servers' allocators).
+DUR=3 bench warm-next 100 "http://127.0.0.1:$NEXT_PORT/api/health"
+DUR=3 bench warm-awp 100 "http://127.0.0.1:$API_PORT/api/health"
+bench health-next 100 "http://127.0.0.1:$NEXT_PORT/api/health"
+bench health-awp 100 "http://127.0.0.1:$API_PORT/api/health"
+kill -- -"$next_pid"; wait "$next_pid" 2>/dev/null || true; next_pid=
+
+# 4. The authenticated route: JWT + one RLS transaction per request.
+auth=(-H "Authorization: Bearer $TOKEN")
+DUR=3 bench warm-session 100 "http://127.0.0.1:$API_PORT/api/auth/session" "${auth[@]}"
+bench session-100 100 "http://127.0.0.1:$API_PORT/api/auth/session" "${auth[@]}"
+bench session-10 10 "http://127.0.0.1:$API_PORT/api/auth/session" "${auth[@]}"
+gw_after=$(rss_kb "$gw_pid")
+kill "$gw_pid"; wait "$gw_pid" 2>/dev/null || true; gw_pid=
+
+# 5. Postgres alone, the same four statements per transaction, as many clients as the pool.
+claims="{\"sub\":\"$USER_ID\",\"role\":\"authenticated\",\"app_metadata\":{\"tenant_id\":\"$TENANT\"}}"
+cat >"$OUT/session.sql" <<SQL
+BEGIN;
+SELECT set_config('role', 'authenticated', true), set_config('request.jwt.claims', '$claims', true);
+SELECT public.current_tenant_id()::text AS tenant, (SELECT row_to_json(x) FROM (SELECT t.id, t.name, t.slug FROM public.tenants t WHERE t.id = public.current_tenant_id()) x)::text AS tenant_row;
+COMMIT;
+SQL
+pg_tps=n/a; pg_lat=n/a
+if [ -x "$PGBENCH" ]; then
+  "$PGBENCH" -n -M extended -c 16 -j 2 -T "$DUR" -f "$OUT/session.sql" "$API_DSN" >"$OUT/pgbench.txt" 2>&1 || true
+  pg_tps=$(awk '/^tps/ {printf "%.0f", $3}' "$OUT/pgbench.txt")
+  pg_lat=$(awk '/^latency average/ {print $4}' "$OUT/pgbench.txt")
+fi
+
+awp_rps=$(rps "$OUT/health-awp.txt"); next_rps=$(rps "$OUT/health-next.txt")
+ratio=$(awk -v a="$awp_rps" -v n="$next_rps" 'BEGIN {printf "%.1f", (n > 0) ? a / n : 0}')
+s_p99=$(pct "$OUT/session-100.txt" 99)
+verdict() { awk -v ok="$1" 'BEGIN {print ok ? "met" : "MISSED"}'; }
+echo
+echo "== results (wrk -t2, ${DUR}s per cell; the machine is shared, figures move with its load)"
+printf '%-44s %-22s %-22s %s\n' "" "awp-api-gateway" "Next.js $NEXT_VERSION" "target"
+printf '%-44s %-22s %-22s %s\n' "GET /api/health req/s, 100 conns" "$awp_rps" "$next_rps" \
+  ">= 10x Next: ${ratio}x $(verdict "$(awk -v r="$ratio" 'BEGIN {print (r >= 10)}')")"
+printf '%-44s %-22s %-22s\n' "GET /api/health p50 / p99" \
+  "$(pct "$OUT/health-awp.txt" 50) / $(pct "$OUT/health-awp.txt" 99) ms" \
+  "$(pct "$OUT/health-next.txt" 50) / $(pct "$OUT/health-next.txt" 99) ms"
+printf '%-44s %-22s %-22s %s\n' "GET /api/auth/session req/s, 100 conns" "$(rps "$OUT/session-100.txt")" "-" ""
+printf '%-44s %-22s %-22s %s\n' "GET /api/auth/session p50 / p99, 100 conns" \
+  "$(pct "$OUT/session-100.txt" 50) / $s_p99 ms" "-" \
+  "p99 <= 5 ms: $(verdict "$(awk -v p="$s_p99" 'BEGIN {print (p <= 5)}')")"
+printf '%-44s %-22s\n' "GET /api/auth/session req/s, 10 conns" "$(rps "$OUT/session-10.txt")"
+printf '%-44s %-22s\n' "GET /api/auth/session p50 / p99, 10 conns" \
+  "$(pct "$OUT/session-10.txt" 50) / $(pct "$OUT/session-10.txt" 99) ms"
+printf '%-44s %-22s\n' "Postgres alone, same 4 statements (pgbench)" "$pg_tps tx/s, avg $pg_lat ms (16 clients)"
+printf '%-44s %-22s %-22s %s\n' "idle RSS after start-up" "$(mb "$gw_idle")" "$(mb "$next_idle")" \
+  "<= 15 MB: $(verdict "$(awk -v k="$gw_idle" 'BEGIN {print (k <= 15360)}')")"
+printf '%-44s %-22s\n' "RSS after the runs" "$(mb "$gw_after")"
+for f in health-awp health-next session-100 session-10; do
+  e=$(errs "$OUT/$f.txt"); [ -n "$e" ] && echo "  $f: $e"
+done
+exit 0

@@ -1,0 +1,495 @@
+// awp-api-gateway's workspace registry and its databases, as processes against real Postgres:
+// several gateways and threads adding and switching workspaces at once (nothing lost, files
+// valid JSON with mode 0600), a corrupt file reported and never overwritten, and one pool per
+// workspace - the same session sees the rows of whichever workspace is active.
+#include <catch2/catch.hpp>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <rapidjson/document.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include "awp/core/crypto.hpp"
+#include "awp/core/uuid.hpp"
+#include "awp/http/client.hpp"
+#include "support/child.hpp"
+#include "support/test_db.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace http = awp::http;
+using awp::test::random_name;
+using std::chrono::milliseconds;
+
+constexpr const char* kSecret = "e2e-jwt-secret-that-is-long-enough-0123456789";
+constexpr const char* kServiceKey = "e2e-service-role-key-0123456789abcdef";
+constexpr const char* kDefaultTenant = "00000000-0000-0000-0000-000000000000";
+
+unsigned short free_port() {
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    socklen_t len = sizeof a;
+    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+    ::close(s);
+    return ntohs(a.sin_port);
+}
+
+std::string read_file(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+/// One awp-api-gateway process on a free port with a given registry directory.
+class gateway {
+public:
+    gateway(const std::string& dsn, const fs::path& config_dir,
+            std::map<std::string, std::string> extra = {})
+        : port_(free_port()), proc_({std::string(AWP_BIN_DIR) + "/awp-api-gateway"}, [&] {
+              std::map<std::string, std::string> env = {
+                  {"JWT_SECRET", kSecret},
+                  {"SERVICE_ROLE_KEY", kServiceKey},
+                  {"AWP_API_DATABASE_URL", dsn},
+                  {"API_PORT", std::to_string(port_)},
+                  {"API_THREADS", "2"},
+                  {"API_DB_POOL", "2"},
+                  {"AWP_CONFIG_DIR", config_dir.string()},
+                  {"AGENTS_DIR", (config_dir.parent_path() / "agents").string()},
+                  {"API_TEMPLATES_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/templates"},
+                  {"API_CONNECTORS_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/connectors"},
+                  {"EMBEDDER_URL", "http://127.0.0.1:9"},
+                  {"API_ACCESS_LOG", "false"},
+              };
+              for (auto& [k, v] : extra) env[k] = v;
+              return env;
+          }()) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+        while (std::chrono::steady_clock::now() < deadline) {
+            try {
+                if (request("GET", "/api/health").status == 200) return;
+            } catch (const std::exception&) {
+            }
+            std::this_thread::sleep_for(milliseconds(50));
+        }
+        FAIL("gateway did not come up: " << proc_.log());
+    }
+    http::response request(const std::string& method, const std::string& target,
+                           http::headers h = {}, std::string body = {}) const {
+        http::client_request r;
+        r.method = method;
+        r.url = "http://127.0.0.1:" + std::to_string(port_) + target;
+        r.header = std::move(h);
+        r.body = std::move(body);
+        r.timeout = std::chrono::seconds(20);
+        return http::fetch_sync(std::move(r));
+    }
+    [[nodiscard]] std::string log() const { return proc_.log(); }
+
+private:
+    unsigned short port_;
+    awp::test::child proc_;
+};
+
+std::string user_token(const std::string& tenant) {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    return awp::core::crypto::jwt_sign_hs256(
+        R"({"sub":")" + awp::core::uuid::generate_v4().to_string() +
+            R"(","role":"authenticated","exp":)" + std::to_string(now + 3600) +
+            R"(,"app_metadata":{"tenant_id":")" + tenant + R"("}})",
+        kSecret);
+}
+
+http::headers session(const std::string& token, const std::string& workspace = {}) {
+    http::headers h;
+    h.add("Authorization", "Bearer " + token);
+    h.add("Content-Type", "application/json");
+    if (!workspace.empty()) h.add("Cookie", "awp_active_workspace=" + workspace);
+    return h;
+}
+
+rapidjson::Document parse(const std::string& text) {
+    rapidjson::Document d;
+    d.Parse(text.c_str(), text.size());
+    return d;
+}
+
+std::string error_code(const http::response& r) {
+    auto d = parse(r.body);
+    if (d.HasParseError() || !d.IsObject() || !d.HasMember("error")) return "<" + r.body + ">";
+    return d["error"]["code"].GetString();
+}
+
+std::string add_body(const std::string& label, const std::string& url) {
+    return R"({"label":")" + label + R"(","url":")" + url +
+           R"(","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})";
+}
+
+/// A postgres:// URL of the api role on a test database (what an operator registers).
+std::string api_url(const awp::test::scoped_database& db) {
+    return "postgresql://awp_api:" + awp::test::require_env("AWP_PG_API_PASSWORD") +
+           "@127.0.0.1:" + awp::test::require_env("AWP_PG_PORT") + "/" + db.name();
+}
+
+int file_mode(const fs::path& p) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return -1;
+    return static_cast<int>(st.st_mode & 0777);
+}
+
+/// Connections the gateway holds to a database (the api role's backends).
+long backends(const awp::test::scoped_database& admin_side, const std::string& dbname) {
+    auto c = admin_side.admin();
+    return std::stol(std::string(
+        c.exec("SELECT count(*)::text FROM pg_stat_activity WHERE datname = $1 AND usename = "
+               "'awp_api'",
+               {dbname})
+            .get<std::string>(0, 0)));
+}
+
+bool backends_become(const awp::test::scoped_database& admin_side, const std::string& dbname,
+                     long want) {
+    for (int i = 0; i < 100; ++i) {
+        if (backends(admin_side, dbname) == want) return true;
+        std::this_thread::sleep_for(milliseconds(50));
+    }
+    return false;
+}
+
+struct temp_dir {
+    fs::path path = fs::temp_directory_path() / random_name("awp-registry-e2e-");
+    temp_dir() { fs::create_directories(path); }
+    ~temp_dir() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("registry: concurrent writers in several processes lose nothing, files stay valid",
+          "[api][registry]") {
+    awp::test::scoped_database db;
+    temp_dir dir;
+    const auto config = dir.path / "config";
+    gateway a(db.api_dsn(), config);
+    gateway b(db.api_dsn(), config);
+    const auto token = user_token(kDefaultTenant);
+    constexpr int kThreads = 3;
+    constexpr int kEach = 6;
+
+    std::mutex mu;
+    std::set<std::string> added;
+    std::vector<std::string> failures;
+    std::atomic<bool> writing{true};
+    std::atomic<int> snapshots{0};
+
+    // A reader that checks the files the whole time: always valid JSON objects, mode 0600.
+    std::thread reader([&] {
+        while (writing) {
+            for (const char* name : {"workspaces.json", "secrets.json"}) {
+                const auto p = config / name;
+                if (!fs::exists(p)) continue;
+                auto d = parse(read_file(p));
+                std::lock_guard lock(mu);
+                if (d.HasParseError() || !d.IsObject())
+                    failures.push_back(std::string(name) + " invalid");
+                if (file_mode(p) != 0600 && file_mode(p) != -1) {
+                    failures.push_back(std::string(name) + " mode " + std::to_string(file_mode(p)));
+                }
+            }
+            ++snapshots;
+            std::this_thread::sleep_for(milliseconds(2));
+        }
+    });
+
+    std::vector<std::thread> writers;
+    for (int t = 0; t < 2 * kThreads; ++t) {
+        writers.emplace_back([&, t] {
+            const gateway& gw = t % 2 == 0 ? a : b;
+            for (int i = 0; i < kEach; ++i) {
+                const auto label = "w" + std::to_string(t) + "-" + std::to_string(i);
+                auto res = gw.request("POST", "/api/workspaces", session(token),
+                                      add_body(label, "http://127.0.0.1:9/" + label));
+                auto d = parse(res.body);
+                std::string target;
+                {
+                    std::lock_guard lock(mu);
+                    if (res.status != 201 || !d.IsObject() || !d.HasMember("id")) {
+                        failures.push_back("POST " + label + " -> " + std::to_string(res.status) +
+                                           " " + res.body);
+                        continue;
+                    }
+                    added.insert(d["id"].GetString());
+                    // Switch to something added so far (maybe by the other process) at once.
+                    target = *std::next(added.begin(),
+                                        static_cast<long>(i) % static_cast<long>(added.size()));
+                }
+                auto sw = gw.request("GET", "/api/workspaces/switch?workspaceId=" + target,
+                                     session(token));
+                if (sw.status != 200) {
+                    std::lock_guard lock(mu);
+                    failures.push_back("switch -> " + std::to_string(sw.status) + " " + sw.body);
+                }
+            }
+        });
+    }
+    for (auto& w : writers) w.join();
+    writing = false;
+    reader.join();
+
+    INFO((failures.empty() ? std::string() : failures.front()));
+    CHECK(failures.empty());
+    CHECK(snapshots > 0);
+    REQUIRE(added.size() == static_cast<std::size_t>(2 * kThreads * kEach));
+
+    // Every workspace is listed by both processes, with exactly one default and a known active.
+    for (const gateway* gw : {&a, &b}) {
+        auto list = gw->request("GET", "/api/workspaces", session(token));
+        REQUIRE(list.status == 200);
+        auto d = parse(list.body);
+        REQUIRE(d.IsObject());
+        std::set<std::string> listed;
+        int defaults = 0;
+        for (const auto& w : d["workspaces"].GetArray()) {
+            listed.insert(w["id"].GetString());
+            defaults += w["isDefault"].GetBool() ? 1 : 0;
+        }
+        CHECK(listed == added);
+        CHECK(defaults == 1);
+        REQUIRE(d["activeWorkspaceId"].IsString());
+        CHECK(added.count(d["activeWorkspaceId"].GetString()) == 1);
+    }
+    // Every key is in secrets.json, which stays 0600 and is never served.
+    auto secrets = parse(read_file(config / "secrets.json"));
+    REQUIRE(secrets.IsObject());
+    for (const auto& id : added) {
+        INFO(id);
+        CHECK(secrets["workspaces"].HasMember(id.c_str()));
+    }
+    CHECK(file_mode(config / "secrets.json") == 0600);
+    CHECK(file_mode(config / "workspaces.json") == 0600);
+    // No temporary file is left behind.
+    for (const auto& e : fs::directory_iterator(config)) {
+        INFO(e.path().filename().string());
+        CHECK(e.path().extension() != ".tmp");
+    }
+}
+
+TEST_CASE("registry: a corrupt file is reported as 500 registry_corrupt and never overwritten",
+          "[api][registry]") {
+    awp::test::scoped_database db;
+    temp_dir dir;
+    const auto config = dir.path / "config";
+    gateway gw(db.api_dsn(), config);
+    const auto token = user_token(kDefaultTenant);
+    auto first = gw.request("POST", "/api/workspaces", session(token),
+                            add_body("First", "http://127.0.0.1:9"));
+    REQUIRE(first.status == 201);
+    const std::string first_id = parse(first.body)["id"].GetString();
+
+    SECTION("workspaces.json") {
+        const std::string broken = "{\"version\":1,\"workspaces\":[{\"id\":";  // cut mid-write
+        { std::ofstream(config / "workspaces.json", std::ios::trunc) << broken; }
+        const auto secrets_before = read_file(config / "secrets.json");
+        // Writers and readers at once, all refused the same way.
+        std::vector<std::thread> ts;
+        std::atomic<int> refused{0};
+        for (int t = 0; t < 4; ++t) {
+            ts.emplace_back([&, t] {
+                auto add = gw.request("POST", "/api/workspaces", session(token),
+                                      add_body("x" + std::to_string(t), "http://127.0.0.1:9"));
+                auto sw = gw.request("POST", "/api/workspaces/switch", session(token),
+                                     R"({"workspaceId":")" + first_id + "\"}");
+                auto list = gw.request("GET", "/api/workspaces", session(token));
+                if (add.status == 500 && error_code(add) == "registry_corrupt" &&
+                    sw.status == 500 && error_code(sw) == "registry_corrupt" &&
+                    list.status == 500 && error_code(list) == "registry_corrupt") {
+                    ++refused;
+                }
+            });
+        }
+        for (auto& t : ts) t.join();
+        CHECK(refused == 4);
+        CHECK(read_file(config / "workspaces.json") == broken);
+        CHECK(read_file(config / "secrets.json") == secrets_before);
+        // Database routes cannot tell which database is meant: 500 as well, never a guess.
+        auto who = gw.request("GET", "/api/auth/session", session(token));
+        CHECK(who.status == 500);
+        CHECK(error_code(who) == "registry_corrupt");
+        // Routes without a database still work.
+        CHECK(gw.request("GET", "/api/agents/templates", session(token)).status == 200);
+        CHECK(gw.request("GET", "/api/health").status == 200);
+
+        // Fixed by the operator: everything works again.
+        fs::remove(config / "workspaces.json");
+        CHECK(gw.request("GET", "/api/auth/session", session(token)).status == 200);
+        CHECK(gw.request("POST", "/api/workspaces", session(token),
+                         add_body("Again", "http://127.0.0.1:9"))
+                  .status == 201);
+    }
+    SECTION("secrets.json") {
+        { std::ofstream(config / "secrets.json", std::ios::trunc) << "not json"; }
+        const auto registry_before = read_file(config / "workspaces.json");
+        auto add = gw.request("POST", "/api/workspaces", session(token),
+                              add_body("Second", "http://127.0.0.1:9"));
+        CHECK(add.status == 500);
+        CHECK(error_code(add) == "registry_corrupt");
+        CHECK(read_file(config / "secrets.json") == "not json");
+        CHECK(read_file(config / "workspaces.json") == registry_before);  // nothing half-added
+        CHECK(gw.request("GET", "/api/workspaces", session(token)).status == 200);
+    }
+    CHECK(gw.log().find("workspace registry unusable") != std::string::npos);
+}
+
+TEST_CASE("workspaces: one pool per workspace, the same session sees the active workspace's rows",
+          "[api][workspaces]") {
+    awp::test::scoped_database own;
+    awp::test::scoped_database alpha;
+    awp::test::scoped_database beta;
+    awp::test::scoped_database gamma;
+    struct seed {
+        const awp::test::scoped_database* db;
+        const char* tenant_name;
+        const char* agent;
+    };
+    for (const auto& s :
+         {seed{&own, "Own", "own-agent"}, seed{&alpha, "Alpha", "alpha-agent"},
+          seed{&beta, "Beta", "beta-agent"}, seed{&gamma, "Gamma", "gamma-agent"}}) {
+        auto c = s.db->admin();
+        c.exec("UPDATE tenants SET name = $1 WHERE id = $2", {s.tenant_name, kDefaultTenant});
+        c.exec("INSERT INTO agents (tenant_id, name, slug) VALUES ($1, $2, $2)",
+               {kDefaultTenant, s.agent});
+    }
+    temp_dir dir;
+    const auto config = dir.path / "config";
+    gateway gw(own.api_dsn(), config, {{"API_WORKSPACE_POOLS", "2"}});
+    const auto token = user_token(kDefaultTenant);
+    auto tenant_name = [&](const std::string& workspace) {
+        auto r = gw.request("GET", "/api/auth/session", session(token, workspace));
+        if (r.status != 200) return "<" + std::to_string(r.status) + " " + r.body + ">";
+        auto d = parse(r.body);
+        return std::string(d["tenant"]["name"].GetString());
+    };
+    auto sees_agent = [&](const std::string& workspace, const std::string& agent) {
+        http::headers h;
+        h.add("Authorization", std::string("Bearer ") + kServiceKey);
+        if (!workspace.empty()) h.add("Cookie", "awp_active_workspace=" + workspace);
+        return gw.request("GET", "/api/agents/" + agent + "/skills", h).status;
+    };
+
+    // No workspace registered: the gateway's own database.
+    CHECK(tenant_name("") == "Own");
+    CHECK(
+        parse(gw.request("GET", "/api/auth/session", session(token)).body)["workspaceId"].IsNull());
+
+    auto add = [&](const std::string& label, const std::string& url) {
+        auto r = gw.request("POST", "/api/workspaces", session(token), add_body(label, url));
+        REQUIRE(r.status == 201);
+        return std::string(parse(r.body)["id"].GetString());
+    };
+    const auto a = add("Alpha", api_url(alpha));
+    const auto b = add("Beta", api_url(beta));
+
+    // The first workspace added is active for requests without a cookie.
+    CHECK(tenant_name("") == "Alpha");
+    // The cookie picks the workspace per request: same token, different databases.
+    CHECK(tenant_name(b) == "Beta");
+    CHECK(tenant_name(a) == "Alpha");
+    CHECK(sees_agent(b, "beta-agent") == 200);
+    CHECK(sees_agent(b, "alpha-agent") == 404);
+    CHECK(sees_agent(a, "alpha-agent") == 200);
+    CHECK(sees_agent(a, "beta-agent") == 404);
+    auto who = parse(gw.request("GET", "/api/auth/session", session(token, b)).body);
+    CHECK(std::string(who["workspaceId"].GetString()) == b);
+    // A cookie naming no registered workspace falls back to the registry's active one.
+    CHECK(tenant_name(awp::core::uuid::generate_v4().to_string()) == "Alpha");
+    // Switching moves the registry's active workspace (requests without a cookie follow).
+    CHECK(gw.request("GET", "/api/workspaces/switch?workspaceId=" + b, session(token)).status ==
+          200);
+    CHECK(tenant_name("") == "Beta");
+    // Each workspace has its own connections.
+    CHECK(backends(own, alpha.name()) >= 1);
+    CHECK(backends(own, beta.name()) >= 1);
+
+    // The password of a DSN never leaves the registry file.
+    const auto password = awp::test::require_env("AWP_PG_API_PASSWORD");
+    CHECK(gw.request("GET", "/api/workspaces", session(token)).body.find(password) ==
+          std::string::npos);
+    CHECK(gw.request("GET", "/api/config").body.find(password) == std::string::npos);
+    CHECK(gw.log().find(password) == std::string::npos);
+
+    // At most two workspace pools (API_WORKSPACE_POOLS=2): a third closes the least recently
+    // used one (alpha, last used before beta), and its connections go.
+    const auto g = add("Gamma", api_url(gamma));
+    CHECK(tenant_name(b) == "Beta");
+    CHECK(tenant_name(g) == "Gamma");
+    CHECK(backends_become(own, alpha.name(), 0));
+    CHECK(backends(own, gamma.name()) >= 1);
+    CHECK(tenant_name(a) == "Alpha");  // reopened on demand
+
+    // A workspace removed from the registry (or given another url) loses its pool.
+    {
+        auto d = parse(read_file(config / "workspaces.json"));
+        auto& list = d["workspaces"];
+        for (auto it = list.Begin(); it != list.End();) {
+            if (std::string((*it)["id"].GetString()) == a) {
+                it = list.Erase(it);
+            } else {
+                if (std::string((*it)["id"].GetString()) == g) {
+                    (*it)["url"].SetString(api_url(beta).c_str(), d.GetAllocator());
+                }
+                ++it;
+            }
+        }
+        rapidjson::StringBuffer sb;
+        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+        d.Accept(w);
+        const auto tmp = config / "workspaces.json.edit";
+        { std::ofstream(tmp) << sb.GetString(); }
+        fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write);
+        fs::rename(tmp, config / "workspaces.json");
+    }
+    CHECK(tenant_name(b) == "Beta");  // the next request sees the change
+    CHECK(backends_become(own, alpha.name(), 0));
+    CHECK(backends_become(own, gamma.name(), 0));
+    CHECK(tenant_name(g) == "Beta");  // gamma's workspace now points at beta's database
+    CHECK(tenant_name(a) == "Beta");  // gone: the registry's active one (beta) serves
+    CHECK(gw.log().find("workspace pool closed") != std::string::npos);
+
+    // A platform URL (http) has no pool: database routes say so, others keep working.
+    const auto platform = add("Platform", "http://127.0.0.1:9");
+    auto unsupported = gw.request("GET", "/api/auth/session", session(token, platform));
+    CHECK(unsupported.status == 502);
+    CHECK(error_code(unsupported) == "workspace_unsupported");
+    CHECK(gw.request("GET", "/api/agents/templates", session(token, platform)).status == 200);
+
+    // A DSN whose database cannot be reached: 502 database_unreachable, no password anywhere.
+    const auto dead = add("Dead", "postgresql://awp_api:" + password +
+                                      "@127.0.0.1:" + std::to_string(free_port()) + "/nothing");
+    auto unreachable = gw.request("GET", "/api/auth/session", session(token, dead));
+    CHECK(unreachable.status == 502);
+    CHECK(error_code(unreachable) == "database_unreachable");
+    CHECK(unreachable.body.find(password) == std::string::npos);
+    CHECK(gw.log().find(password) == std::string::npos);
+}
