@@ -186,7 +186,7 @@ void seed_agent(awp::core::pg::connection& admin, const std::string& tenant,
 
 }  // namespace
 
-TEST_CASE("health and config are public; errors are JSON with honest statuses", "[api]") {
+TEST_CASE("health and config are public, errors are JSON with honest statuses", "[api]") {
     awp::test::scoped_database db;
     gateway_process gw(db.api_dsn());
 

@@ -339,7 +339,7 @@ TEST_CASE("200 items for 20 agents: one wake per agent at a time, MAX_CONCURRENT
     CHECK(first20.size() == 20);
 }
 
-TEST_CASE("a paused agent is not woken until it is ready; its items wait", "[dispatcher][e2e]") {
+TEST_CASE("a paused agent is not woken until it is ready, its items wait", "[dispatcher][e2e]") {
     world w;
     fake_runtime rt;
     const auto cat = w.agent("cat", std::nullopt, "paused");

@@ -177,7 +177,7 @@ TEST_CASE(
     CHECK(again.wait() == 0);
 }
 
-TEST_CASE("runner e2e: a heartbeat marks the gateway seen; SIGTERM exits 0", "[runner][e2e]") {
+TEST_CASE("runner e2e: a heartbeat marks the gateway seen, SIGTERM exits 0", "[runner][e2e]") {
     setup s;
     s.admin.exec("UPDATE gateways SET last_seen_at = NULL WHERE id = $1", {s.gateway_id});
     runner_process r(s.env(awp::test::random_name("runner-e2e-")));
@@ -215,7 +215,7 @@ TEST_CASE("runner e2e: bad configuration exits 78 with a message", "[runner][e2e
     }
 }
 
-TEST_CASE("runner e2e: GATEWAY_TOKEN registers once; the restart reuses the stored registration",
+TEST_CASE("runner e2e: GATEWAY_TOKEN registers once, the restart reuses the stored registration",
           "[runner][e2e]") {
     setup s;
     const std::string token = one(

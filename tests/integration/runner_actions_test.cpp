@@ -112,7 +112,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "runner: invalid payloads and unknown agents end failed with a named problem; the runtime is "
+    "runner: invalid payloads and unknown agents end failed with a named problem, the runtime is "
     "never called",
     "[runner]") {
     awp::test::scoped_database db;
@@ -215,7 +215,7 @@ TEST_CASE("runner: output kept per command is bounded, with a marker", "[runner]
 }
 
 TEST_CASE(
-    "runner: auth_set_api_key scrubs the key on success and on failure; it never reaches a row",
+    "runner: auth_set_api_key scrubs the key on success and on failure, it never reaches a row",
     "[runner]") {
     awp::test::scoped_database db;
     auto admin = db.admin();
@@ -339,7 +339,7 @@ TEST_CASE("runner: device-code login reports the code while polling, then comple
 }
 
 TEST_CASE(
-    "runner: an auth flow ends failed at its ceiling; a paste for an unknown flow fails clearly",
+    "runner: an auth flow ends failed at its ceiling, a paste for an unknown flow fails clearly",
     "[runner]") {
     awp::test::scoped_database db;
     auto admin = db.admin();
@@ -377,7 +377,7 @@ TEST_CASE("runner: auth_start runs in the background while other commands go on"
 }
 
 TEST_CASE(
-    "runner: a secret written in the original product's format decrypts into the env files; "
+    "runner: a secret written in the original product's format decrypts into the env files, "
     "deleting it "
     "removes it",
     "[runner]") {

@@ -96,7 +96,7 @@ TEST_CASE("inbox retry: failed waits out a growing back-off, then dead_letter at
     CHECK(one(d, "SELECT attempts FROM agent_inbox_items WHERE id = $1", {id}) == "3");
 }
 
-TEST_CASE("an expired inbox lease counts as a failed attempt; the last one dead-letters",
+TEST_CASE("an expired inbox lease counts as a failed attempt, the last one dead-letters",
           "[schema][inbox]") {
     scoped_database db;
     auto admin = db.admin();

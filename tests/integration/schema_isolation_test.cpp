@@ -153,7 +153,7 @@ TEST_CASE("every table has RLS, and no function of ours is executable by PUBLIC"
 }
 
 TEST_CASE(
-    "a user of tenant A can neither read nor change tenant B's rows in any table; anon nothing",
+    "a user of tenant A can neither read nor change tenant B's rows in any table, anon nothing",
     "[schema][isolation]") {
     scoped_database db;
     auto a = db.admin();
@@ -238,7 +238,7 @@ TEST_CASE(
     CHECK(count(user, "SELECT count(*) FROM tenants") == 1);
 }
 
-TEST_CASE("RPCs of a user of tenant A never return or touch tenant B's rows; anon may call none",
+TEST_CASE("RPCs of a user of tenant A never return or touch tenant B's rows, anon may call none",
           "[schema][isolation]") {
     scoped_database db;
     auto a = db.admin();
@@ -293,7 +293,7 @@ TEST_CASE("RPCs of a user of tenant A never return or touch tenant B's rows; ano
     CHECK(sqlstate_of([&] { anon.exec("SELECT current_tenant_id()"); }) == "42501");
 }
 
-TEST_CASE("current_tenant_id reads app_metadata, then tenant_id, then the default; '' is missing",
+TEST_CASE("current_tenant_id reads app_metadata, then tenant_id, then the default, '' is missing",
           "[schema][isolation]") {
     scoped_database db;
     auto c = db.admin();

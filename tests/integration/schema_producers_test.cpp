@@ -104,7 +104,7 @@ TEST_CASE("the last blocker done wakes the blocked task's agent once", "[schema]
 }
 
 TEST_CASE(
-    "deliverable review: reviewer on submit, submitter on revision; all approved completes the "
+    "deliverable review: reviewer on submit, submitter on revision, all approved completes the "
     "task",
     "[schema][producers]") {
     scoped_database db;
@@ -138,7 +138,7 @@ TEST_CASE(
     CHECK(items(admin, writer, "deliverable_review") == 1);
 }
 
-TEST_CASE("overdue tasks become missed; the agent and its manager get one item each",
+TEST_CASE("overdue tasks become missed, the agent and its manager get one item each",
           "[schema][producers]") {
     scoped_database db;
     auto admin = db.admin();

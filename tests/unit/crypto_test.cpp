@@ -236,7 +236,7 @@ TEST_CASE("HOSTED_SECRETS_KEY is read as base64url, base64 or hex of 32 bytes", 
     CHECK_THROWS_AS(parse_hosted_secrets_key("not a key"), awp::core::config_error);
 }
 
-TEST_CASE("JWT HS256 signs and verifies; claims come back", "[crypto]") {
+TEST_CASE("JWT HS256 signs and verifies, claims come back", "[crypto]") {
     const auto token = jwt_sign_hs256(R"({"sub":"user-1","role":"authenticated"})", kSecret);
     const auto claims = jwt_verify_hs256(token, kSecret);
     CHECK(claims.find(R"("sub":"user-1")") != std::string::npos);

@@ -64,7 +64,7 @@ TEST_CASE("nested rich-text documents yield their text, blocks and heading secti
     CHECK(extract_rich_text("not json at all").text == "not json at all");
 }
 
-TEST_CASE("item text is title, tags and body; plain_text wins over content", "[embedder]") {
+TEST_CASE("item text is title, tags and body, plain_text wins over content", "[embedder]") {
     CHECK(item_text("  Title ", {"a", " ", "b"}, "\nBody\n") == "Title\n\na, b\n\nBody");
     CHECK(item_text("T", {}, "") == "T");
     const auto b = item_body(std::string("# H\nplain"), std::string(R"({"text":"rich"})"));
