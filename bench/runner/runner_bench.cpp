@@ -59,8 +59,11 @@ int protocol(int n, int leasers) {
             auto conn = pg::connection::connect(dsn);
             const std::string me = "bench-" + std::to_string(i);
             for (;;) {
+                // As the runner leases: the lease's commit does not wait for the WAL flush
+                // (apps/command-runner/service.cpp, runner_service::lease).
                 auto r = conn.exec(
-                    "SELECT id::text, lease_token::text FROM public.lease_command($1, $2, $3)",
+                    "SELECT l.id::text, l.lease_token::text FROM public.lease_command($1, $2, $3) "
+                    "AS l, set_config('synchronous_commit', 'off', true) AS async_commit",
                     {180, slug, me});
                 if (r.empty()) break;
                 const std::string id(r.text(0, 0)), token(r.text(0, 1));
