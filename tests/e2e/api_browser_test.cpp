@@ -25,28 +25,18 @@
 #include "awp/core/pg.hpp"
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
+#include "support/net.hpp"
 #include "support/test_db.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 namespace http = awp::http;
+using awp::test::free_port;
 using awp::test::random_name;
 using namespace std::chrono_literals;
 
 constexpr const char* kSecret = "e2e-jwt-secret-that-is-long-enough-0123456789";
-
-unsigned short free_port() {
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(s);
-    return ntohs(a.sin_port);
-}
 
 /// A loopback port that completes TCP handshakes (the kernel's backlog) but never answers.
 struct silent_listener {

@@ -22,6 +22,7 @@
 #include "awp/core/pg.hpp"
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
+#include "support/net.hpp"
 #include "support/test_db.hpp"
 
 extern char** environ;
@@ -31,23 +32,12 @@ namespace {
 namespace fs = std::filesystem;
 namespace http = awp::http;
 namespace crypto = awp::core::crypto;
+using awp::test::free_port;
 using awp::test::random_name;
 
 constexpr const char* kSecret = "e2e-jwt-secret-that-is-long-enough-0123456789";
 constexpr const char* kServiceKey = "e2e-service-role-key-0123456789abcdef";
 constexpr const char* kDefaultTenant = "00000000-0000-0000-0000-000000000000";
-
-unsigned short free_port() {
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(s);
-    return ntohs(a.sin_port);
-}
 
 struct gateway_process {
     explicit gateway_process(const std::string& dsn,

@@ -34,6 +34,7 @@
 #include "awp/http/server.hpp"
 #include "secrets.hpp"
 #include "sources.hpp"
+#include "support/net.hpp"
 #include "support/test_db.hpp"
 
 namespace {
@@ -42,6 +43,7 @@ namespace fs = std::filesystem;
 namespace http = awp::http;
 namespace net = boost::asio;
 namespace crypto = awp::core::crypto;
+using awp::test::free_port;
 using awp::test::random_name;
 
 constexpr const char* kSecret = "e2e-jwt-secret-that-is-long-enough-0123456789";
@@ -51,18 +53,6 @@ constexpr const char* kClientId = "fake-client-id";
 constexpr const char* kClientSecret = "fake-client-secret-5c1e7a9d";
 constexpr const char* kStaticKey = "static-api-key-0d9f8e7c6b5a";
 constexpr const char* kPublicUrl = "http://awp.test";
-
-unsigned short free_port() {
-    int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(s);
-    return ntohs(a.sin_port);
-}
 
 std::string bearer_of(const http::request& q) {
     auto h = q.header.get("authorization");

@@ -1,6 +1,7 @@
 // The fault-drill stack: five daemons over one database, a steady load, and the accounting of
 // lost, duplicated and interrupted work (see drill_load.hpp).
 #include "support/drill_load.hpp"
+#include "support/net.hpp"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -33,18 +34,6 @@ namespace {
 constexpr const char* kTenant = "00000000-0000-0000-0000-000000000000";
 constexpr const char* kJwtSecret = "drill-jwt-secret-that-is-long-enough-0123456789";
 constexpr const char* kServiceKey = "drill-service-role-key-0123456789abcdef";
-
-int free_port() {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(s);
-    return ntohs(a.sin_port);
-}
 
 std::string one(pg::connection& c, const std::string& sql, const pg::params& p = {}) {
     auto r = c.exec(sql, p);
