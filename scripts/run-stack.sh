@@ -43,18 +43,24 @@ mkdir -p "$AWP_CONFIG_DIR" "$AGENTS_DIR" "$SECRETS_DIR" "$AWP_STATE_DIR"
 
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
 pids=()
+signal_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; }
 stop_all() {
-  trap - INT TERM
-  echo "run-stack: stopping daemons" >&2
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  # A second Ctrl-C while they drain is passed on as a second SIGTERM: the daemons exit at once
+  # (their own rule), and this script still waits for them and stops the cluster.
+  trap 'echo "run-stack: second signal, daemons exit at once" >&2; signal_all' INT TERM
+  echo "run-stack: stopping daemons (a second Ctrl-C skips the drain)" >&2
+  signal_all
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   # stack.env sets AWP_STATE_DIR for the runner; the cluster's own state folder is $STATE.
   AWP_STATE_DIR=$STATE "$REPO/scripts/pg-cluster.sh" stop
   exit 0
 }
 trap stop_all INT TERM
+# Each daemon in a session of its own: Ctrl-C reaches only this script, which sends each daemon
+# one SIGTERM (a clean drain). Were they in the terminal's process group they would get the
+# SIGINT as well, and the SIGTERM after it would count as a second signal: exit at once.
 for d in "${daemons[@]}"; do
-  "$BUILD/bin/$d" &
+  setsid "$BUILD/bin/$d" &
   pids+=($!)
 done
 echo "run-stack: ${#daemons[@]} daemons running (logs: JSON lines on stderr); Ctrl-C stops them" >&2
