@@ -25,6 +25,7 @@
 #include "awp/core/pg.hpp"
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
+#include "support/api_process.hpp"
 #include "support/net.hpp"
 #include "support/test_db.hpp"
 
@@ -192,86 +193,7 @@ struct chromium_process {
     std::string page_id;
 };
 
-struct gateway_process {
-    explicit gateway_process(const std::string& dsn,
-                             std::map<std::string, std::string> extra = {}) {
-        dir = fs::temp_directory_path() / random_name("awp-api-browser-");
-        fs::create_directories(dir);
-        port = extra.count("API_PORT") ? static_cast<unsigned short>(std::stoi(extra["API_PORT"]))
-                                       : free_port();
-        std::map<std::string, std::string> env = {
-            {"PATH", "/usr/bin:/bin"},
-            {"JWT_SECRET", kSecret},
-            {"AWP_API_DATABASE_URL", dsn},
-            {"API_PORT", std::to_string(port)},
-            {"API_THREADS", "2"},
-            {"API_DB_POOL", "4"},
-            {"AWP_CONFIG_DIR", (dir / "config").string()},
-            {"AGENTS_DIR", (dir / "agents").string()},
-            {"API_TEMPLATES_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/templates"},
-            {"API_CONNECTORS_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/connectors"},
-        };
-        for (auto& [k, v] : extra) env[k] = v;
-        std::vector<std::string> strs;
-        for (auto& [k, v] : env) strs.push_back(k + "=" + v);
-        std::vector<char*> envp;
-        for (auto& s : strs) envp.push_back(s.data());
-        envp.push_back(nullptr);
-        std::string bin = std::string(AWP_BIN_DIR) + "/awp-api-gateway";
-        log_path = (dir / "stderr.log").string();
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0600);
-        std::vector<char*> argv{bin.data(), nullptr};
-        REQUIRE(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), envp.data()) == 0);
-        posix_spawn_file_actions_destroy(&fa);
-        const auto deadline = std::chrono::steady_clock::now() + 15s;
-        while (std::chrono::steady_clock::now() < deadline) {
-            try {
-                if (get("/api/health").status == 200) return;
-            } catch (const std::exception&) {
-            }
-            std::this_thread::sleep_for(50ms);
-        }
-        FAIL("gateway did not come up: " << logs());
-    }
-    ~gateway_process() {
-        stop();
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
-    void stop() {
-        if (pid <= 0) return;
-        ::kill(pid, SIGKILL);
-        int st = 0;
-        ::waitpid(pid, &st, 0);
-        pid = -1;
-    }
-    std::string logs() const {
-        std::ifstream in(log_path);
-        return {std::istreambuf_iterator<char>(in), {}};
-    }
-    http::response request(const std::string& method, const std::string& target,
-                           http::headers h = {}, std::string body = {}) const {
-        http::client_request r;
-        r.method = method;
-        r.url = url() + target;
-        r.header = std::move(h);
-        r.body = std::move(body);
-        r.timeout = 30s;
-        return http::fetch_sync(std::move(r));
-    }
-    http::response get(const std::string& target, http::headers h = {}) const {
-        return request("GET", target, std::move(h));
-    }
-    std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
-
-    fs::path dir;
-    std::string log_path;
-    unsigned short port = 0;
-    pid_t pid = -1;
-};
+using gateway_process = awp::test::api_gateway_process;
 
 http::headers bearer(const std::string& token) {
     http::headers h;

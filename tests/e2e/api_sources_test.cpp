@@ -34,6 +34,7 @@
 #include "awp/http/server.hpp"
 #include "secrets.hpp"
 #include "sources.hpp"
+#include "support/api_process.hpp"
 #include "support/net.hpp"
 #include "support/test_db.hpp"
 
@@ -253,24 +254,17 @@ fs::path connectors_dir(const fs::path& root, const std::string& fake_base) {
     return dir;
 }
 
-struct gateway_process {
+/// The gateway with the http_json connector pointed at the fake provider.
+struct gateway_process : awp::test::api_gateway_process {
     gateway_process(const std::string& dsn, const fake_provider& fake,
-                    std::map<std::string, std::string> extra = {}) {
-        dir = fs::temp_directory_path() / random_name("awp-sources-e2e-");
-        fs::create_directories(dir);
-        port = free_port();
-        std::map<std::string, std::string> env = {
-            {"PATH", "/usr/bin:/bin"},
-            {"JWT_SECRET", kSecret},
-            {"SERVICE_ROLE_KEY", kServiceKey},
-            {"AWP_API_DATABASE_URL", dsn},
-            {"API_PORT", std::to_string(port)},
-            {"API_THREADS", "2"},
-            {"API_DB_POOL", "4"},
-            {"AWP_CONFIG_DIR", (dir / "config").string()},
-            {"AGENTS_DIR", (dir / "agents").string()},
-            {"API_TEMPLATES_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/templates"},
-            {"API_CONNECTORS_DIR", connectors_dir(dir, fake.base()).string()},
+                    std::map<std::string, std::string> extra = {})
+        : api_gateway_process(dsn, with_provider(std::move(extra), fake), "awp-sources-e2e-",
+                              [&fake](const fs::path& scratch, env_map& env) {
+                                  env["API_CONNECTORS_DIR"] =
+                                      connectors_dir(scratch, fake.base()).string();
+                              }) {}
+    static env_map with_provider(env_map extra, const fake_provider& fake) {
+        env_map env = {
             {"API_PUBLIC_URL", kPublicUrl},
             {"HTTP_JSON_URL", fake.base() + "/api"},
             {"HTTP_JSON_AUTHORIZE_URL", fake.base() + "/oauth/authorize"},
@@ -279,61 +273,7 @@ struct gateway_process {
             {"HTTP_JSON_CLIENT_SECRET", kClientSecret},
         };
         for (auto& [k, v] : extra) env[k] = v;
-        std::vector<std::string> strs;
-        for (auto& [k, v] : env) strs.push_back(k + "=" + v);
-        std::vector<char*> envp;
-        for (auto& s : strs) envp.push_back(s.data());
-        envp.push_back(nullptr);
-        std::string bin = std::string(AWP_BIN_DIR) + "/awp-api-gateway";
-        log_path = (dir / "stderr.log").string();
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 2, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                         0600);
-        std::vector<char*> argv{bin.data(), nullptr};
-        REQUIRE(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), envp.data()) == 0);
-        posix_spawn_file_actions_destroy(&fa);
-        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-        while (std::chrono::steady_clock::now() < deadline) {
-            try {
-                if (get("/api/health").status == 200) return;
-            } catch (const std::exception&) {
-            }
-            std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        }
-        FAIL("gateway did not come up: " << logs());
-    }
-    ~gateway_process() {
-        if (pid > 0) {
-            ::kill(pid, SIGTERM);
-            int st = 0;
-            for (int i = 0; i < 200 && ::waitpid(pid, &st, WNOHANG) == 0; ++i) {
-                std::this_thread::sleep_for(std::chrono::milliseconds(25));
-            }
-            if (::waitpid(pid, &st, WNOHANG) == 0) {
-                ::kill(pid, SIGKILL);
-                ::waitpid(pid, &st, 0);
-            }
-        }
-        std::error_code ec;
-        fs::remove_all(dir, ec);
-    }
-    std::string logs() const {
-        std::ifstream in(log_path);
-        return {std::istreambuf_iterator<char>(in), {}};
-    }
-    http::response request(const std::string& method, const std::string& target,
-                           http::headers h = {}, std::string body = {}) const {
-        http::client_request r;
-        r.method = method;
-        r.url = "http://127.0.0.1:" + std::to_string(port) + target;
-        r.header = std::move(h);
-        r.body = std::move(body);
-        r.timeout = std::chrono::seconds(20);
-        return http::fetch_sync(std::move(r));
-    }
-    http::response get(const std::string& target, http::headers h = {}) const {
-        return request("GET", target, std::move(h));
+        return env;
     }
     http::response post_json(const std::string& target, const std::string& token,
                              std::string body) const {
@@ -342,11 +282,6 @@ struct gateway_process {
         h.add("Content-Type", "application/json");
         return request("POST", target, std::move(h), std::move(body));
     }
-
-    fs::path dir;
-    std::string log_path;
-    unsigned short port = 0;
-    pid_t pid = -1;
 };
 
 std::string user_token(const std::string& tenant, const std::string& sub = {}) {
