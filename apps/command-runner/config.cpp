@@ -2,6 +2,7 @@
 #include "config.hpp"
 
 #include "awp/core/error.hpp"
+#include "awp/http/client.hpp"
 
 namespace awp::runner {
 
@@ -21,13 +22,9 @@ std::string normalize_api_url(std::string given) {
     std::string url = given;
     while (!url.empty() && url.back() == '/') url.pop_back();
     if (given.empty()) return url;
-    const auto scheme = url.find("://");
-    const auto rest = scheme == std::string::npos ? std::string() : url.substr(scheme + 3);
-    const auto host = rest.substr(0, rest.find('/'));
-    const bool ok = (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) &&
-                    !host.empty() && host.front() != ':' &&
-                    url.find_first_of(" \t\r\n@?#") == std::string::npos;
-    if (!ok) {
+    // A base address: the library's URL rules (http/https, host, port, no user info), and no
+    // query, fragment or white space to append paths to.
+    if (!http::parse_url(url) || url.find_first_of(" \t\r\n?#") != std::string::npos) {
         throw core::config_error("GATEWAY_API_URL must be an http(s)://host[:port] URL, got \"" +
                                  given + "\"");
     }

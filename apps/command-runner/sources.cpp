@@ -91,8 +91,13 @@ public:
         const std::string url = base + "/" + call.action;
         const auto parts = http::parse_url(url);
         if (!parts || url.find_first_of(" \t\r\n") != std::string::npos) {
-            throw source_error("http_json: config.url must be an http:// or https:// URL, got \"" +
-                               base + "\"");
+            // Never echo a URL with user info: its password would land in the command row.
+            const bool user_info = base.find('@') != std::string::npos;
+            throw source_error("http_json: config.url must be an http:// or https:// URL, got " +
+                               (user_info
+                                    ? std::string("one with user info (credentials belong in the "
+                                                  "gateway's secrets, not the URL)")
+                                    : "\"" + base + "\""));
         }
         http::client_request req;
         req.method = "POST";

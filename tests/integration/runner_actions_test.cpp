@@ -608,6 +608,18 @@ TEST_CASE(
                        R"({"connection_id":")" + ftp + R"(","action":"create_page","params":{}})"));
     CHECK(fe.status == "failed");
     CHECK_THAT(fe.error, Catch::Contains("must be an http:// or https:// URL"));
+    // A URL with credentials in it is refused without repeating them in the command row.
+    const auto creds = one(admin,
+                           "INSERT INTO source_connections (tenant_id, provider, writable, config) "
+                           "VALUES ($1, 'http_json', true, "
+                           "'{\"url\":\"http://bob:pw-in-url-991@127.0.0.1/x\"}') RETURNING id",
+                           {kDefaultTenant});
+    auto ce = wait_finished(admin, enqueue(admin, gw.id, "source_write",
+                                           R"({"connection_id":")" + creds +
+                                               R"(","action":"create_page","params":{}})"));
+    CHECK(ce.status == "failed");
+    CHECK_THAT(ce.error, Catch::Contains("user info"));
+    CHECK(ce.error.find("pw-in-url-991") == std::string::npos);
 
     // The test double provider, and an unknown provider.
     const auto dbl = one(

@@ -11,6 +11,8 @@
 
 #include "actions.hpp"
 #include "awp/core/crypto.hpp"
+#include "awp/core/error.hpp"
+#include "config.hpp"
 #include "secrets.hpp"
 #include "sources.hpp"
 
@@ -307,4 +309,18 @@ TEST_CASE("source credentials come from <PROVIDER>_SOURCE_<id8> keys", "[runner]
     CHECK(c.size() == 2);
     CHECK(c.at("api_key") == "k1");
     CHECK(c.at("user") == "u");
+}
+
+TEST_CASE("GATEWAY_API_URL is a base http(s) address, kept without a trailing slash", "[runner]") {
+    using awp::runner::normalize_api_url;
+    CHECK(normalize_api_url("") == "");
+    CHECK(normalize_api_url("http://10.0.0.5:3000/") == "http://10.0.0.5:3000");
+    CHECK(normalize_api_url("https://gw.example.org") == "https://gw.example.org");
+    CHECK(normalize_api_url("http://[::1]:3000") == "http://[::1]:3000");
+    for (const char* bad :
+         {"ftp://h", "gw.example.org:3000", "http://", "http://:3000", "http://u:p@h:3000",
+          "http://h:3000/?x=1", "http://h:3000/#f", "http://h:30 00", "http://h:port"}) {
+        INFO(bad);
+        CHECK_THROWS_AS(normalize_api_url(bad), awp::core::config_error);
+    }
 }
