@@ -296,12 +296,12 @@ net::awaitable<std::string> runner_service::sync_secrets_on(pg::session& db) {
     } catch (const std::exception& e) {
         failure = e.what();
     }
-    if (!failure.empty()) {
-        log::warn("secrets sync failed", {{"error", failure}});
-        if (secrets_error_ != failure) heartbeat_due_ = true;  // make it visible soon
-    } else if (!secrets_error_.empty()) {
-        log::info("secrets sync works again");
+    if (!failure.empty()) log::warn("secrets sync failed", {{"error", failure}});
+    if (failure.empty() && !secrets_error_.empty()) log::info("secrets sync works again");
+    if (failure != secrets_error_) {
+        // A changed sync state reaches the heartbeat row now, not at the next safety poll.
         heartbeat_due_ = true;
+        housekeeping_wake_.set();
     }
     secrets_error_ = failure;
     co_return failure;
