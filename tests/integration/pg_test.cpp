@@ -2,6 +2,9 @@
 // reconnect after a real restart.
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
@@ -45,6 +48,50 @@ net::awaitable<async_outcome> async_queries(std::string dsn) {
     } catch (const pg::sql_error& e) {
         out.error_state = e.sqlstate();
     }
+    co_return out;
+}
+
+struct prepared_outcome {
+    std::vector<int> values;
+    std::size_t prepared_after_three = 0;
+    std::string server_side_count;
+    std::string error_state;
+    std::size_t prepared_after_error = 0;
+    std::string after_type_change;
+    std::size_t prepared_after_change = 0;
+};
+
+net::awaitable<prepared_outcome> prepared_queries(std::string dsn) {
+    prepared_outcome out;
+    auto c = co_await pg::connection::async_connect(dsn);
+    co_await c.async_exec("CREATE TABLE pt (id int PRIMARY KEY, v int)");
+    co_await c.async_exec("INSERT INTO pt VALUES (1, 10), (2, 20), (3, 30)");
+    // One text, three executions: prepared once, each run with its own parameters.
+    for (int id = 1; id <= 3; ++id) {
+        auto r = co_await c.async_query_prepared("SELECT v FROM pt WHERE id = $1", id);
+        out.values.push_back(r.get<int>(0, 0));
+    }
+    out.prepared_after_three = c.prepared_count();
+    auto n = co_await c.async_exec(
+        "SELECT count(*)::text FROM pg_prepared_statements WHERE statement LIKE '%FROM pt%'");
+    out.server_side_count = std::string(n.text(0, 0));
+    // An execution error is the server's typed error; a text that does not parse is not kept.
+    try {
+        co_await c.async_query_prepared("SELECT 1 / ($1::int - 1)", 1);
+    } catch (const pg::sql_error& e) {
+        out.error_state = e.sqlstate();
+    }
+    try {
+        co_await c.async_query_prepared("SELEC nonsense");
+    } catch (const pg::sql_error&) {
+    }
+    out.prepared_after_error = c.prepared_count();
+    // A migration that changes what the statement returns: prepared afresh, not an error.
+    co_await c.async_query_prepared("SELECT * FROM pt WHERE id = $1", 1);
+    co_await c.async_exec("ALTER TABLE pt ADD COLUMN label text DEFAULT 'new'");
+    auto r = co_await c.async_query_prepared("SELECT * FROM pt WHERE id = $1", 1);
+    out.after_type_change = std::string(r.text(0, r.column("label")));
+    out.prepared_after_change = c.prepared_count();
     co_return out;
 }
 
@@ -103,6 +150,21 @@ TEST_CASE("async queries run on the io thread without blocking it", "[pg]") {
     CHECK(o.count == 1000);
     CHECK(o.big_length == 4 << 20);
     CHECK(o.error_state == "22012");
+}
+
+TEST_CASE("prepared statements run once-parsed, keep typed errors and survive a schema change",
+          "[pg]") {
+    scoped_database db;
+    net::io_context ioc;
+    auto o = run_coro(ioc, prepared_queries(db.admin_dsn()));
+    CHECK(o.values == std::vector<int>{10, 20, 30});
+    CHECK(o.prepared_after_three == 1);
+    CHECK(o.server_side_count == "1");
+    CHECK(o.error_state == "22012");
+    CHECK(o.prepared_after_error ==
+          2);  // the division is kept; the text that does not parse is not
+    CHECK(o.after_type_change == "new");
+    CHECK(o.prepared_after_change == 3);
 }
 
 TEST_CASE("a wrong password is a connection error that does not echo the password", "[pg]") {

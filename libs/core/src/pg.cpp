@@ -1,8 +1,8 @@
 // libpq wrapper: typed results, SQLSTATE-typed errors, async queries on the connection socket.
 #include "awp/core/pg.hpp"
 
-#include <cstdlib>
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -149,13 +149,21 @@ connection::connection(PGconn* c) : conn_(c, &PQfinish) {}
 connection::~connection() { release_socket(); }
 
 connection::connection(connection&& o) noexcept
-    : conn_(std::move(o.conn_)), socket_(std::move(o.socket_)) {}
+    : conn_(std::move(o.conn_)),
+      socket_(std::move(o.socket_)),
+      prepared_(std::move(o.prepared_)),
+      statements_(o.statements_) {
+    o.prepared_.clear();
+}
 
 connection& connection::operator=(connection&& o) noexcept {
     if (this != &o) {
         release_socket();
         conn_ = std::move(o.conn_);
         socket_ = std::move(o.socket_);
+        prepared_ = std::move(o.prepared_);
+        statements_ = o.statements_;
+        o.prepared_.clear();
     }
     return *this;
 }
@@ -285,13 +293,50 @@ net::posix::stream_descriptor& connection::socket(const net::any_io_executor& ex
 
 net::awaitable<result> connection::async_exec(std::string sql, params p) {
     if (!conn_) throw connection_error("query on a closed connection");
-    auto ex = co_await net::this_coro::executor;
-    PGconn* c = conn_.get();
     param_arrays a(p);
-    if (PQsendQueryParams(c, sql.c_str(), a.count(), nullptr, a.values.data(), nullptr, nullptr,
-                          0) == 0) {
+    if (PQsendQueryParams(conn_.get(), sql.c_str(), a.count(), nullptr, a.values.data(), nullptr,
+                          nullptr, 0) == 0) {
         throw_connection_error("cannot send query");
     }
+    co_return co_await async_finish();
+}
+
+net::awaitable<result> connection::async_exec_prepared(std::string sql, params p) {
+    if (!conn_) throw connection_error("query on a closed connection");
+    param_arrays a(p);
+    for (int attempt = 0;; ++attempt) {
+        auto it = prepared_.find(sql);
+        if (it == prepared_.end()) {
+            std::string name = "awp_" + std::to_string(++statements_);
+            if (PQsendPrepare(conn_.get(), name.c_str(), sql.c_str(), a.count(), nullptr) == 0) {
+                throw_connection_error("cannot send query");
+            }
+            co_await async_finish();  // a statement that does not parse is not remembered
+            it = prepared_.emplace(sql, std::move(name)).first;
+        }
+        if (PQsendQueryPrepared(conn_.get(), it->second.c_str(), a.count(), a.values.data(),
+                                nullptr, nullptr, 0) == 0) {
+            throw_connection_error("cannot send query");
+        }
+        try {
+            co_return co_await async_finish();
+        } catch (const sql_error& e) {
+            // A migration changed what the statement returns ("cached plan must not change
+            // result type"): prepare it afresh, once. Outside a transaction this is safe; the
+            // failed execution did nothing.
+            if (attempt > 0 || e.sqlstate() != "0A000" ||
+                PQtransactionStatus(conn_.get()) != PQTRANS_IDLE)
+                throw;
+        }
+        const std::string name = it->second;
+        prepared_.erase(it);
+        co_await async_exec("DEALLOCATE " + name);
+    }
+}
+
+net::awaitable<result> connection::async_finish() {
+    auto ex = co_await net::this_coro::executor;
+    PGconn* c = conn_.get();
     for (;;) {  // flush the request; large parameters may need several writes
         const int f = PQflush(c);
         if (f == 0) break;
@@ -410,10 +455,11 @@ net::awaitable<connection*> session::get() {
     }
 }
 
-net::awaitable<result> session::exec(std::string sql, params p, bool retry) {
+net::awaitable<result> session::exec(std::string sql, params p, bool retry, bool prepared) {
     for (int attempt = 0;; ++attempt) {
         connection* c = co_await get();
         try {
+            if (prepared) co_return co_await c->async_exec_prepared(sql, p);
             co_return co_await c->async_exec(sql, p);
         } catch (const connection_error&) {
             reset();

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/any_io_executor.hpp>
@@ -182,6 +183,19 @@ public:
     net::awaitable<result> async_query(std::string sql, A&&... args) {
         return async_exec(std::move(sql), params{param(std::forward<A>(args))...});
     }
+    /// async_exec as a named prepared statement: parsed and planned once per connection (the
+    /// first call prepares it, one extra round trip), then only bound and executed. For the
+    /// statements a daemon runs over and over (lease, start, complete). Not for ad-hoc SQL:
+    /// each distinct text stays prepared until the connection closes. Behind a transaction-
+    /// pooling PgBouncer older than 1.21 named statements do not work; see docs/operations.md.
+    net::awaitable<result> async_exec_prepared(std::string sql, params p = {});
+    /// async_exec_prepared with the parameters as arguments (see async_query).
+    template <class... A>
+    net::awaitable<result> async_query_prepared(std::string sql, A&&... args) {
+        return async_exec_prepared(std::move(sql), params{param(std::forward<A>(args))...});
+    }
+    /// Statements prepared on this connection so far.
+    std::size_t prepared_count() const noexcept { return prepared_.size(); }
 
     /// Reads what the socket has and returns the notifications received, in order.
     /// Throws connection_error when the connection broke.
@@ -200,9 +214,13 @@ private:
     void release_socket() noexcept;
     [[noreturn]] void throw_connection_error(std::string_view what);
     result check(PGresult* r, std::string_view sql);
+    /// Flushes a sent request and reads its results: the last one, or throws the first error.
+    net::awaitable<result> async_finish();
 
     std::unique_ptr<PGconn, void (*)(PGconn*)> conn_{nullptr, &PQfinish};
     std::unique_ptr<net::posix::stream_descriptor> socket_;
+    std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name
+    unsigned statements_ = 0;                                // names: awp_1, awp_2, ...
 };
 
 /// Capped exponential back-off with jitter for reconnect loops.
@@ -229,11 +247,17 @@ public:
     void reset() noexcept { conn_ = connection(); }
     /// Runs one statement; on a broken connection reconnects and retries once when the
     /// statement is idempotent (retry = true), else rethrows connection_error.
-    net::awaitable<result> exec(std::string sql, params p = {}, bool retry = false);
+    net::awaitable<result> exec(std::string sql, params p = {}, bool retry = false,
+                                bool prepared = false);
     /// exec with the parameters as arguments, not retried (see connection::async_query).
     template <class... A>
     net::awaitable<result> query(std::string sql, A&&... args) {
         return exec(std::move(sql), params{param(std::forward<A>(args))...}, false);
+    }
+    /// query as a prepared statement (connection::async_exec_prepared): for hot statements.
+    template <class... A>
+    net::awaitable<result> query_prepared(std::string sql, A&&... args) {
+        return exec(std::move(sql), params{param(std::forward<A>(args))...}, false, true);
     }
     const std::string& dsn() const noexcept { return dsn_; }
 
