@@ -28,6 +28,7 @@
 #include "awp/core/process.hpp"
 #include "awp/core/time.hpp"
 #include "local_ops.hpp"
+#include "queue_sql.hpp"
 #include "secrets.hpp"
 #include "sources.hpp"
 
@@ -422,16 +423,9 @@ net::awaitable<std::optional<command_row>> runner_service::lease() {
     pg::result r;
     std::string failure;
     try {
-        // The lease commits asynchronously (no WAL flush wait): losing it in a Postgres crash
-        // only puts the command back to pending, and nothing runs before start_command, whose
-        // synchronous commit flushes the WAL up to and past the lease. A start refused after
-        // such a loss (lease lost) runs nothing. One fsync saved per command.
-        r = co_await db_.query(
-            "SELECT l.id::text, l.tenant_id::text, l.gateway_id::text, l.action::text, "
-            "l.agent_slug, l.payload::text, l.lease_token::text "
-            "FROM public.lease_command($1, $2, $3, $4::uuid) AS l, "
-            "set_config('synchronous_commit', 'off', true) AS async_commit",
-            cfg_.lease_seconds(), slug_, cfg_.instance, tenant);
+        // As a prepared statement; the lease commits asynchronously (see queue_sql.hpp).
+        r = co_await db_.query_prepared(sql::kLease, cfg_.lease_seconds(), slug_, cfg_.instance,
+                                        tenant);
     } catch (const pg::connection_error& e) {
         failure = e.what();
         db_.reset();
@@ -845,11 +839,7 @@ net::awaitable<void> runner_service::paste_auth(command_row cmd, plan p) {
 net::awaitable<bool> runner_service::start(pg::session& db, const command_row& cmd,
                                            int lease_seconds) {
     pg::params params{cmd.id, cmd.lease_token, lease_seconds};
-    co_return co_await transition(
-        db, "start",
-        "SELECT 1 FROM public.start_command(p_command_id => $1::uuid, p_lease_token => $2::uuid, "
-        "p_lease_seconds => $3::int)",
-        std::move(params), cmd.id);
+    co_return co_await transition(db, "start", sql::kStart, std::move(params), cmd.id);
 }
 
 net::awaitable<void> runner_service::complete(pg::session& db, command_row cmd, int exit_code,
@@ -859,12 +849,7 @@ net::awaitable<void> runner_service::complete(pg::session& db, command_row cmd, 
     if (!err.empty()) e = std::move(err);
     if (!patch.empty()) pt = std::move(patch);
     pg::params params{cmd.id, exit_code, o, e, cmd.lease_token, pt};
-    const bool ok = co_await transition(
-        db, "complete",
-        "SELECT 1 FROM public.complete_command(p_command_id => $1::uuid, p_exit_code => $2::int, "
-        "p_stdout => $3, "
-        "p_stderr => $4, p_lease_token => $5::uuid, p_payload_patch => $6::jsonb)",
-        std::move(params), cmd.id);
+    const bool ok = co_await transition(db, "complete", sql::kComplete, std::move(params), cmd.id);
     if (ok) log::info("command done", {{"command_id", cmd.id}, {"action", cmd.action}});
 }
 
@@ -877,12 +862,7 @@ net::awaitable<void> runner_service::fail(pg::session& db, command_row cmd,
     if (!patch.empty()) pt = std::move(patch);
     error = clean_text(error.size() > kErrorLimit ? error.substr(0, kErrorLimit) + "..." : error);
     pg::params params{cmd.id, exit_code, error, cmd.lease_token, o, e, pt};
-    const bool ok = co_await transition(
-        db, "fail",
-        "SELECT 1 FROM public.fail_command(p_command_id => $1::uuid, p_exit_code => $2::int, "
-        "p_error => $3, "
-        "p_lease_token => $4::uuid, p_stdout => $5, p_stderr => $6, p_payload_patch => $7::jsonb)",
-        std::move(params), cmd.id);
+    const bool ok = co_await transition(db, "fail", sql::kFail, std::move(params), cmd.id);
     if (ok)
         log::info("command failed",
                   {{"command_id", cmd.id}, {"action", cmd.action}, {"error", error}});
@@ -891,11 +871,7 @@ net::awaitable<void> runner_service::fail(pg::session& db, command_row cmd,
 net::awaitable<void> runner_service::patch_payload(pg::session& db, command_row cmd,
                                                    std::string patch) {
     pg::params params{cmd.id, patch, cmd.lease_token};
-    co_await transition(db, "patch payload",
-                        "SELECT 1 FROM public.patch_command_payload(p_command_id => $1::uuid, "
-                        "p_patch => $2::jsonb, "
-                        "p_lease_token => $3::uuid)",
-                        std::move(params), cmd.id);
+    co_await transition(db, "patch payload", sql::kPatchPayload, std::move(params), cmd.id);
 }
 
 net::awaitable<bool> runner_service::transition(pg::session& db, std::string what, std::string sql,
@@ -906,7 +882,7 @@ net::awaitable<bool> runner_service::transition(pg::session& db, std::string wha
         std::string failure;
         bool domain = false;
         try {
-            co_await db.exec(sql, params);
+            co_await db.exec(sql, params, false, /*prepared=*/true);
             co_return true;
         } catch (const pg::connection_error& e) {
             failure = e.what();

@@ -346,7 +346,8 @@ net::awaitable<int> service::index_batch() {
     pg::result r;
     std::string failure;
     try {
-        r = co_await db_.query(kLeaseSql, gateway, cfg_.batch_size, cfg_.lease_seconds, instance_);
+        r = co_await db_.query_prepared(kLeaseSql, gateway, cfg_.batch_size, cfg_.lease_seconds,
+                                        instance_);
     } catch (const pg::connection_error& e) {
         db_.reset();
         db_ok_ = false;
@@ -453,8 +454,8 @@ net::awaitable<void> service::index_item(leased_item item) {
     pg::result r;
     bool stale = false;
     try {
-        r = co_await db_.query(kMarkIndexedSql, item.id, item_vector, model, kDimensions,
-                               item.source_hash, chunks, item.lease_token);
+        r = co_await db_.query_prepared(kMarkIndexedSql, item.id, item_vector, model, kDimensions,
+                                        item.source_hash, chunks, item.lease_token);
     } catch (const pg::connection_error& e) {
         db_.reset();
         db_ok_ = false;
@@ -502,7 +503,8 @@ net::awaitable<void> service::mark_failed(leased_item item, std::string reason) 
               {{"item_id", item.id}, {"attempt", item.attempts}, {"error", reason}});
     std::string failure;
     try {
-        co_await db_.query(kMarkFailedSql, item.id, reason, item.lease_token, item.source_hash);
+        co_await db_.query_prepared(kMarkFailedSql, item.id, reason, item.lease_token,
+                                    item.source_hash);
     } catch (const pg::connection_error& e) {
         db_.reset();
         db_ok_ = false;

@@ -291,7 +291,7 @@ net::awaitable<void> service::scan() {
     std::string failure;
     pg::result r;
     try {
-        r = co_await lease_db_.query(kScanSql, gateway_id_);
+        r = co_await lease_db_.query_prepared(kScanSql, gateway_id_);
     } catch (const pg::connection_error& e) {
         lease_db_.reset();
         failure = e.what();
@@ -416,8 +416,8 @@ void service::finished(std::size_t slot, const std::string& agent_id) {
 }
 
 net::awaitable<std::optional<inbox_item>> service::lease(std::string agent_id) {
-    auto r = co_await lease_db_.query(kLeaseSql, agent_id, gateway_id_,
-                                      cfg_.effective_lease_seconds(), cfg_.common.instance);
+    auto r = co_await lease_db_.query_prepared(
+        kLeaseSql, agent_id, gateway_id_, cfg_.effective_lease_seconds(), cfg_.common.instance);
     if (r.empty()) co_return std::nullopt;
     inbox_item it;
     it.id = r.get<std::string>(0, 0);
@@ -441,7 +441,7 @@ net::awaitable<std::vector<blocker>> service::unresolved_blockers(std::size_t sl
     std::vector<blocker> out;
     std::string failure;
     try {
-        auto r = co_await slot_db_[slot]->query(kBlockersSql, task_id);
+        auto r = co_await slot_db_[slot]->query_prepared(kBlockersSql, task_id);
         for (int i = 0; i < r.size(); ++i) {
             out.push_back({r.get<std::string>(i, 0), r.get<std::string>(i, 1)});
         }
@@ -514,9 +514,11 @@ net::awaitable<void> service::transition(std::size_t slot, inbox_item item, bool
         try {
             pg::result r;
             if (success) {
-                r = co_await slot_db_[slot]->query(kCompleteSql, item.id, item.lease_token);
+                r = co_await slot_db_[slot]->query_prepared(kCompleteSql, item.id,
+                                                            item.lease_token);
             } else {
-                r = co_await slot_db_[slot]->query(kFailSql, item.id, reason, item.lease_token);
+                r = co_await slot_db_[slot]->query_prepared(kFailSql, item.id, reason,
+                                                            item.lease_token);
             }
             status = r.empty() ? std::string("?") : r.get<std::string>(0, 0);
         } catch (const pg::connection_error& e) {

@@ -1,0 +1,39 @@
+// The runner's queue statements, in one place: the runner (service.cpp) and its benchmark
+// (bench/runner) run exactly these texts, as prepared statements (pg::session::query_prepared).
+#pragma once
+
+namespace awp::runner::sql {
+
+/// $1 lease seconds, $2 gateway slug, $3 runner instance, $4 tenant id (or NULL).
+/// The lease commits asynchronously (no WAL flush wait): losing it in a Postgres crash only puts
+/// the command back to pending, and nothing runs before start_command, whose synchronous commit
+/// flushes the WAL up to and past the lease. A start refused after such a loss (lease lost) runs
+/// nothing. One fsync saved per command.
+inline constexpr const char* kLease =
+    "SELECT l.id::text, l.tenant_id::text, l.gateway_id::text, l.action::text, "
+    "l.agent_slug, l.payload::text, l.lease_token::text "
+    "FROM public.lease_command($1, $2, $3, $4::uuid) AS l, "
+    "set_config('synchronous_commit', 'off', true) AS async_commit";
+
+/// $1 command id, $2 lease token, $3 lease seconds from now.
+inline constexpr const char* kStart =
+    "SELECT 1 FROM public.start_command(p_command_id => $1::uuid, p_lease_token => $2::uuid, "
+    "p_lease_seconds => $3::int)";
+
+/// $1 command id, $2 exit code, $3 stdout, $4 stderr, $5 lease token, $6 payload patch.
+inline constexpr const char* kComplete =
+    "SELECT 1 FROM public.complete_command(p_command_id => $1::uuid, p_exit_code => $2::int, "
+    "p_stdout => $3, p_stderr => $4, p_lease_token => $5::uuid, p_payload_patch => $6::jsonb)";
+
+/// $1 command id, $2 exit code, $3 error, $4 lease token, $5 stdout, $6 stderr, $7 patch.
+inline constexpr const char* kFail =
+    "SELECT 1 FROM public.fail_command(p_command_id => $1::uuid, p_exit_code => $2::int, "
+    "p_error => $3, p_lease_token => $4::uuid, p_stdout => $5, p_stderr => $6, "
+    "p_payload_patch => $7::jsonb)";
+
+/// $1 command id, $2 patch, $3 lease token.
+inline constexpr const char* kPatchPayload =
+    "SELECT 1 FROM public.patch_command_payload(p_command_id => $1::uuid, p_patch => $2::jsonb, "
+    "p_lease_token => $3::uuid)";
+
+}  // namespace awp::runner::sql
