@@ -56,8 +56,15 @@ psql -X -q "$ADMIN" -c "DELETE FROM agent_commands"
 "$BIN/runner_bench" e2e "$E2E_N" | tee "$OUT/e2e.txt"
 stop_runner
 "$BIN/runner_bench" spawn "$E2E_N" | tee "$OUT/spawn.txt"
-"$BIN/runner_bench" protocol "$PROTO_N" 1 | tee "$OUT/proto1.txt"
-"$BIN/runner_bench" protocol "$PROTO_N" 4 | tee "$OUT/proto4.txt"
+# Queue protocol, as graphile-worker's peer script runs its jobs: a checkpoint first, then the
+# queue drained; over the Unix socket (the peer's transport) and over TCP (a remote gateway).
+SOCKET_URL="postgresql://awp_daemon@/$db?host=$AWP_PG_SOCKET_DIR&port=$AWP_PG_PORT"
+for leasers in 1 4; do
+  psql -X -q "$ADMIN" -c CHECKPOINT
+  DATABASE_URL=$SOCKET_URL "$BIN/runner_bench" protocol "$PROTO_N" $leasers | tee "$OUT/proto$leasers.txt"
+  psql -X -q "$ADMIN" -c CHECKPOINT
+  "$BIN/runner_bench" protocol "$PROTO_N" $leasers | tee "$OUT/proto$leasers-tcp.txt"
+done
 
 gw1=n/a; gw4=n/a; pgl=n/a
 if [[ $PEERS == 1 ]]; then
@@ -69,8 +76,8 @@ val() { sed -n "s/.*$2=\([0-9.]*\).*/\1/p" "$OUT/$1" | head -1; }
 echo
 echo "== results"
 printf '%-52s %s\n' "pickup latency p50 / p99 (target <= 3 / 15 ms)" "$(val latency.txt p50_ms) / $(val latency.txt p99_ms) ms"
-printf '%-52s %s\n' "protocol lease->start->complete, 1 leaser" "$(val proto1.txt per_second) commands/s"
-printf '%-52s %s\n' "protocol lease->start->complete, 4 leasers" "$(val proto4.txt per_second) commands/s"
+printf '%-52s %s\n' "protocol lease->start->complete, 1 leaser" "$(val proto1.txt per_second) commands/s (Unix socket), $(val proto1-tcp.txt per_second) (TCP)"
+printf '%-52s %s\n' "protocol lease->start->complete, 4 leasers" "$(val proto4.txt per_second) commands/s (Unix socket), $(val proto4-tcp.txt per_second) (TCP)"
 if [[ -f $OUT/graphile.txt ]]; then
   echo "graphile-worker (peer-graphile.sh):"; grep -iE 'default|conc|jobs/s' "$OUT/graphile.txt" | sed 's/^/    /' | head -12
 fi

@@ -1,6 +1,7 @@
 // Benchmarks for awp-command-runner (bench/runner/run.sh drives them):
 //   protocol N LEASERS  - N commands through lease_command -> start_command -> complete_command,
-//                         the runner's own statements, no-op handler, LEASERS threads
+//                         the runner's own statements and client path, no-op handler, LEASERS
+//                         threads
 //   latency N           - N commands inserted one at a time while a real runner runs; pickup
 //                         latency = started_at - created_at (server clock), p50/p99
 //   e2e N               - N commands inserted at once; commands/s until the real runner finished
@@ -15,10 +16,15 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
 #include "awp/core/pg.hpp"
 #include "awp/core/process.hpp"
+#include "queue_sql.hpp"
 
 namespace pg = awp::core::pg;
+namespace net = boost::asio;
 using clk = std::chrono::steady_clock;
 
 namespace {
@@ -44,6 +50,24 @@ double seconds_since(clk::time_point t) {
     return std::chrono::duration<double>(clk::now() - t).count();
 }
 
+// One leaser: the runner's own statements (queue_sql.hpp) on a pg::session, as prepared
+// statements over libpq's non-blocking interface on an io_context, exactly as the runner runs
+// them; the handler does nothing.
+net::awaitable<void> leaser(std::string dsn, std::string slug, std::string me,
+                            std::atomic<int>& done) {
+    pg::session db(dsn, me);
+    const std::optional<std::string> no_tenant;
+    const std::optional<std::string> none;
+    for (;;) {
+        auto r = co_await db.query_prepared(awp::runner::sql::kLease, 180, slug, me, no_tenant);
+        if (r.empty()) break;
+        const std::string id(r.text(0, 0)), token(r.text(0, 6));
+        co_await db.query_prepared(awp::runner::sql::kStart, id, token, 180);
+        co_await db.query_prepared(awp::runner::sql::kComplete, id, 0, none, none, token, none);
+        ++done;
+    }
+}
+
 int protocol(int n, int leasers) {
     const std::string dsn = env("DATABASE_URL"), slug = env("BENCH_GATEWAY"),
                       gw = env("BENCH_GATEWAY_ID");
@@ -51,42 +75,30 @@ int protocol(int n, int leasers) {
     c.exec("DELETE FROM agent_commands WHERE gateway_id = $1", {gw});
     insert(c, gw, n);
     c.exec("VACUUM ANALYZE agent_commands");
-    std::atomic<int> done{0};
+    std::atomic<int> done{0}, failed{0};
     const auto t0 = clk::now();
     std::vector<std::thread> threads;
     for (int i = 0; i < leasers; ++i) {
         threads.emplace_back([&, i] {
-            auto conn = pg::connection::connect(dsn);
-            const std::string me = "bench-" + std::to_string(i);
-            for (;;) {
-                // As the runner leases: the lease's commit does not wait for the WAL flush
-                // (apps/command-runner/service.cpp, runner_service::lease).
-                auto r = conn.exec(
-                    "SELECT l.id::text, l.lease_token::text FROM public.lease_command($1, $2, $3) "
-                    "AS l, set_config('synchronous_commit', 'off', true) AS async_commit",
-                    {180, slug, me});
-                if (r.empty()) break;
-                const std::string id(r.text(0, 0)), token(r.text(0, 1));
-                conn.exec(
-                    "SELECT 1 FROM public.start_command(p_command_id => $1::uuid, p_lease_token => "
-                    "$2::uuid, "
-                    "p_lease_seconds => $3::int)",
-                    {id, token, 180});
-                conn.exec(
-                    "SELECT 1 FROM public.complete_command(p_command_id => $1::uuid, p_exit_code "
-                    "=> 0, "
-                    "p_stdout => NULL, p_stderr => NULL, p_lease_token => $2::uuid, "
-                    "p_payload_patch => NULL)",
-                    {id, token});
-                ++done;
-            }
+            net::io_context io;
+            net::co_spawn(io, leaser(dsn, slug, "bench-" + std::to_string(i), done),
+                          [&](std::exception_ptr e) {
+                              if (!e) return;
+                              ++failed;
+                              try {
+                                  std::rethrow_exception(e);
+                              } catch (const std::exception& x) {
+                                  std::fprintf(stderr, "leaser: %s\n", x.what());
+                              }
+                          });
+            io.run();
         });
     }
     for (auto& t : threads) t.join();
     const double s = seconds_since(t0);
     std::printf("protocol leasers=%d commands=%d seconds=%.2f per_second=%.0f\n", leasers,
                 done.load(), s, done.load() / s);
-    return done.load() == n ? 0 : 1;
+    return done.load() == n && failed.load() == 0 ? 0 : 1;
 }
 
 int latency(int n) {
