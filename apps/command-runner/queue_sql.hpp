@@ -4,21 +4,25 @@
 
 namespace awp::runner::sql {
 
-/// $1 lease seconds, $2 gateway slug, $3 runner instance, $4 tenant id (or NULL).
-/// The lease commits asynchronously (no WAL flush wait): losing it in a Postgres crash only puts
-/// the command back to pending, and nothing runs before start_command, whose synchronous commit
-/// flushes the WAL up to and past the lease. A start refused after such a loss (lease lost) runs
-/// nothing. One fsync saved per command.
-inline constexpr const char* kLease =
+/// Leases the oldest pending command of the gateway and starts it, in one statement and one
+/// synchronous commit: lease_command (pending -> leased, a new lease token) then start_command
+/// (leased -> running), both checked by the state-machine trigger. Nothing runs before this
+/// commit is durable, so a command is never run twice; a runner that dies before the commit
+/// leaves the command pending. A payload the runner then refuses ends failed from running, the
+/// runtime never called. One round trip and one WAL flush instead of two each.
+/// $1 lease seconds (COMMAND_TIMEOUT + 60), $2 gateway slug, $3 runner instance, $4 tenant id
+/// (or NULL).
+inline constexpr const char* kLeaseAndStart =
     "SELECT l.id::text, l.tenant_id::text, l.gateway_id::text, l.action::text, "
     "l.agent_slug, l.payload::text, l.lease_token::text "
     "FROM public.lease_command($1, $2, $3, $4::uuid) AS l, "
-    "set_config('synchronous_commit', 'off', true) AS async_commit";
+    "LATERAL public.start_command(l.id, l.lease_token, $1) AS s";
 
-/// $1 command id, $2 lease token, $3 lease seconds from now.
-inline constexpr const char* kStart =
-    "SELECT 1 FROM public.start_command(p_command_id => $1::uuid, p_lease_token => $2::uuid, "
-    "p_lease_seconds => $3::int)";
+/// A longer lease for an action that may run longer than COMMAND_TIMEOUT (several steps, an
+/// auth flow). $1 command id, $2 lease token, $3 lease seconds from now.
+inline constexpr const char* kExtendLease =
+    "SELECT 1 FROM public.extend_command_lease(p_command_id => $1::uuid, p_lease_token => "
+    "$2::uuid, p_lease_seconds => $3::int)";
 
 /// $1 command id, $2 exit code, $3 stdout, $4 stderr, $5 lease token, $6 payload patch.
 inline constexpr const char* kComplete =

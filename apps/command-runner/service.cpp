@@ -423,9 +423,9 @@ net::awaitable<std::optional<command_row>> runner_service::lease() {
     pg::result r;
     std::string failure;
     try {
-        // As a prepared statement; the lease commits asynchronously (see queue_sql.hpp).
-        r = co_await db_.query_prepared(sql::kLease, cfg_.lease_seconds(), slug_, cfg_.instance,
-                                        tenant);
+        // Leased and started in one prepared statement (see queue_sql.hpp).
+        r = co_await db_.query_prepared(sql::kLeaseAndStart, cfg_.lease_seconds(), slug_,
+                                        cfg_.instance, tenant);
     } catch (const pg::connection_error& e) {
         failure = e.what();
         db_.reset();
@@ -444,7 +444,7 @@ net::awaitable<std::optional<command_row>> runner_service::lease() {
 }
 
 net::awaitable<void> runner_service::handle(command_row cmd) {
-    log::info("command leased", {{"command_id", cmd.id}, {"action", cmd.action}});
+    log::info("command started", {{"command_id", cmd.id}, {"action", cmd.action}});
     plan p;
     std::string invalid;
     try {
@@ -513,7 +513,7 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
     const int lease = static_cast<int>(p.timeout.count()) *
                           static_cast<int>(std::max<std::size_t>(1, p.steps.size())) +
                       60;
-    if (!co_await start(db_, cmd, lease)) co_return;
+    if (!co_await hold_for(db_, cmd, lease)) co_return;
     if (p.sync_secrets_first) {
         // provision: the agent's env file must be current before the runtime reads it.
         const std::string failure = co_await sync_secrets_on(db_);
@@ -587,7 +587,7 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
 }
 
 net::awaitable<void> runner_service::run_local(command_row cmd, plan p) {
-    if (!co_await start(db_, cmd, static_cast<int>(p.timeout.count()) + 60)) co_return;
+    if (!co_await hold_for(db_, cmd, static_cast<int>(p.timeout.count()) + 60)) co_return;
     std::string out, error;
     try {
         if (p.kind == plan_kind::set_agent_model) {
@@ -647,7 +647,7 @@ net::awaitable<void> runner_service::run_source_write(command_row cmd, plan p) {
             "", "", "");
         co_return;
     }
-    if (!co_await start(db_, cmd, static_cast<int>(p.timeout.count()) + 60)) co_return;
+    if (!co_await hold_for(db_, cmd, static_cast<int>(p.timeout.count()) + 60)) co_return;
     call.credentials = source_credentials(read_env_file(cfg_.secrets_dir + "/gateway.env"),
                                           call.provider, conn_id);
     std::vector<std::string> secrets = redactions(cmd);
@@ -668,7 +668,7 @@ net::awaitable<void> runner_service::run_source_write(command_row cmd, plan p) {
 // ---- auth flows ----------------------------------------------------------------------------
 
 net::awaitable<void> runner_service::start_auth(command_row cmd, plan p) {
-    if (!co_await start(db_, cmd, cfg_.auth_timeout_s + 60)) co_return;
+    if (!co_await hold_for(db_, cmd, cfg_.auth_timeout_s + 60)) co_return;
     auto flow = std::make_shared<auth_flow>();
     flow->cmd = cmd;
     flow->provider = p.fields.at("provider");
@@ -820,7 +820,6 @@ net::awaitable<void> runner_service::paste_auth(command_row cmd, plan p) {
         co_return;
     }
     std::shared_ptr<auth_flow> flow = it->second;
-    if (!co_await start(db_, cmd, cfg_.lease_seconds())) co_return;
     const std::string value = p.fields.at("value");
     flow->secrets.push_back(value);
     const bool delivered = co_await flow->process->async_write(value + "\r");
@@ -836,10 +835,12 @@ net::awaitable<void> runner_service::paste_auth(command_row cmd, plan p) {
 
 // ---- transitions ---------------------------------------------------------------------------
 
-net::awaitable<bool> runner_service::start(pg::session& db, const command_row& cmd,
-                                           int lease_seconds) {
+net::awaitable<bool> runner_service::hold_for(pg::session& db, const command_row& cmd,
+                                              int lease_seconds) {
+    // Leased and started with COMMAND_TIMEOUT + 60 s (lease()); only a longer run extends it.
+    if (lease_seconds <= cfg_.lease_seconds()) co_return true;
     pg::params params{cmd.id, cmd.lease_token, lease_seconds};
-    co_return co_await transition(db, "start", sql::kStart, std::move(params), cmd.id);
+    co_return co_await transition(db, "extend lease", sql::kExtendLease, std::move(params), cmd.id);
 }
 
 net::awaitable<void> runner_service::complete(pg::session& db, command_row cmd, int exit_code,

@@ -62,7 +62,9 @@ private:
     net::awaitable<void> auth_flow_main(std::shared_ptr<auth_flow> flow);
 
     /// start_command; false (logged) when the lease was lost meanwhile.
-    net::awaitable<bool> start(core::pg::session& db, const command_row& cmd, int lease_seconds);
+    /// The command is running from lease() on, with a COMMAND_TIMEOUT + 60 s lease; a run that
+    /// may take longer extends it. False when the lease was lost (logged).
+    net::awaitable<bool> hold_for(core::pg::session& db, const command_row& cmd, int lease_seconds);
     /// complete_command / fail_command, retried across a reconnect. Outputs must be clean text.
     net::awaitable<void> complete(core::pg::session& db, command_row cmd, int exit_code,
                                   std::string out, std::string err, std::string patch);
