@@ -254,7 +254,9 @@ net::awaitable<void> runner_service::recover_dead_runs() {
         cmd.lease_token = r.get<std::string>(i, 3);
         cmd.action = r.get<std::string>(i, 4);
         if (r.get<std::string>(i, 1) == "leased") {
-            // Leased but never started: nothing ran, so it may go back to the queue.
+            // Leased but never started: nothing ran, so it may go back to the queue. This
+            // runner leases and starts in one commit; such rows come from a runner of an earlier
+            // release (rolling upgrade).
             co_await db_.query(
                 "UPDATE public.agent_commands SET status = 'pending', lease_token = NULL, "
                 "leased_by = NULL, "

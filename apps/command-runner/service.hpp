@@ -61,7 +61,6 @@ private:
     net::awaitable<void> paste_auth(command_row cmd, plan p);
     net::awaitable<void> auth_flow_main(std::shared_ptr<auth_flow> flow);
 
-    /// start_command; false (logged) when the lease was lost meanwhile.
     /// The command is running from lease() on, with a COMMAND_TIMEOUT + 60 s lease; a run that
     /// may take longer extends it. False when the lease was lost (logged).
     net::awaitable<bool> hold_for(core::pg::session& db, const command_row& cmd, int lease_seconds);
