@@ -4,19 +4,17 @@
 
 namespace awp::runner::sql {
 
-/// Leases the oldest pending command of the gateway and starts it, in one statement and one
-/// synchronous commit: lease_command (pending -> leased, a new lease token) then start_command
-/// (leased -> running), both checked by the state-machine trigger. Nothing runs before this
-/// commit is durable, so a command is never run twice; a runner that dies before the commit
-/// leaves the command pending. A payload the runner then refuses ends failed from running, the
-/// runtime never called. One round trip and one WAL flush instead of two each.
+/// Takes the oldest pending command of the gateway straight to running under a new lease token
+/// (lease_and_start_command, sql/0013): one statement, one row version, one synchronous commit.
+/// Nothing runs before this commit is durable, so a command is never run twice; a runner that
+/// dies before the commit leaves the command pending. A payload the runner then refuses ends
+/// failed from running, the runtime never called.
 /// $1 lease seconds (COMMAND_TIMEOUT + 60), $2 gateway slug, $3 runner instance, $4 tenant id
 /// (or NULL).
 inline constexpr const char* kLeaseAndStart =
     "SELECT l.id::text, l.tenant_id::text, l.gateway_id::text, l.action::text, "
     "l.agent_slug, l.payload::text, l.lease_token::text "
-    "FROM public.lease_command($1, $2, $3, $4::uuid) AS l, "
-    "LATERAL public.start_command(l.id, l.lease_token, $1) AS s";
+    "FROM public.lease_and_start_command($1, $2, $3, $4::uuid) AS l";
 
 /// A longer lease for an action that may run longer than COMMAND_TIMEOUT (several steps, an
 /// auth flow). $1 command id, $2 lease token, $3 lease seconds from now.

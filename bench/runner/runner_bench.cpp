@@ -1,5 +1,5 @@
 // Benchmarks for awp-command-runner (bench/runner/run.sh drives them):
-//   protocol N LEASERS  - N commands through lease_command -> start_command -> complete_command,
+//   protocol N LEASERS  - N commands through lease_and_start_command -> complete_command,
 //                         the runner's own statements (lease and start in one) and client path,
 //                         no-op handler, LEASERS threads
 //   latency N           - N commands inserted one at a time while a real runner runs; pickup

@@ -64,6 +64,104 @@ TEST_CASE("a command goes pending -> leased -> running -> done through the runne
     CHECK_FALSE(done.is_null(0, "finished_at"));
 }
 
+TEST_CASE("lease_and_start_command takes the oldest pending command to running under a new lease",
+          "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto d = db.daemon();
+    auto first = enqueue(d, "alice");
+    auto second = enqueue(d, "alice");
+
+    auto r = d.exec("SELECT * FROM lease_and_start_command(180, 'default', 'runner-1')");
+    REQUIRE(r.size() == 1);
+    CHECK(r.get<std::string>(0, "id") == first);
+    CHECK(r.get<std::string>(0, "status") == "running");
+    CHECK(r.get<std::string>(0, "leased_by") == "runner-1");
+    CHECK(r.get<int>(0, "attempts") == 1);
+    CHECK_FALSE(r.is_null(0, "lease_token"));
+    CHECK_FALSE(r.is_null(0, "leased_at"));
+    CHECK_FALSE(r.is_null(0, "started_at"));
+    auto token = r.get<std::string>(0, "lease_token");
+    // What the table holds is what was returned: one row version, lease clock from now.
+    CHECK(count(d,
+                "SELECT count(*) FROM agent_commands WHERE id = $1 AND status = 'running' AND "
+                "lease_token = $2 AND started_at = leased_at AND lease_expires_at "
+                "BETWEEN now() + interval '179 seconds' AND now() + interval '181 seconds'",
+                {first, token}) == 1);
+    // Fenced like a lease: only its token completes it; start_command does not apply to it.
+    CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1, $2)", {first, token}); }) ==
+          "AW001");
+    CHECK(sqlstate_of([&] {
+              d.exec("SELECT complete_command($1, 0, 'x', NULL, $2)",
+                     {first, std::string("5b0f4a1e-0000-4000-8000-00000000000f")});
+          }) == "AW002");
+    d.exec("SELECT complete_command($1, 0, 'out', NULL, $2)", {first, token});
+    CHECK(one(d, "SELECT status || ':' || stdout FROM agent_commands WHERE id = $1", {first}) ==
+          "done:out");
+
+    // The next one, then nothing: an empty result, not an error.
+    auto next = d.exec("SELECT id, status FROM lease_and_start_command(60, 'default')");
+    REQUIRE(next.size() == 1);
+    CHECK(next.get<std::string>(0, "id") == second);
+    CHECK(d.exec("SELECT * FROM lease_and_start_command(60, 'default')").empty());
+
+    // The same argument errors as lease_command, naming this function.
+    CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_and_start_command(60, 'nope')"); }) ==
+          "AW003");
+    CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_and_start_command(0, 'default')"); }) ==
+          "AW004");
+    CHECK(message_of([&] {
+              d.exec("SELECT * FROM lease_and_start_command(NULL, 'default')");
+          }).find("lease_and_start_command: p_lease_seconds must be between 1 and 86400, got null") !=
+          std::string::npos);
+
+    // Its lease expires like any running command's: failed, never retried.
+    admin.exec("UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' "
+               "WHERE id = $1",
+               {second});
+    CHECK(d.exec("SELECT * FROM lease_and_start_command(60, 'default')").empty());
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {second}) == "failed");
+}
+
+TEST_CASE("pending goes straight to running only with a new lease taken in the same update",
+          "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto d = db.daemon();
+    auto id = enqueue(d, "alice");
+
+    // Even the service role cannot start a command no lease fences.
+    auto bare = [&](const std::string& set) {
+        return message_of([&] {
+            d.exec("UPDATE agent_commands SET status = 'running', " + set + " WHERE id = $1", {id});
+        });
+    };
+    auto no_lease = bare("started_at = now()");
+    CHECK(no_lease.find("command " + id +
+                        ": illegal transition from pending to running without a new lease") !=
+          std::string::npos);
+    CHECK(sqlstate_of([&] {
+              d.exec("UPDATE agent_commands SET status = 'running', started_at = now() "
+                     "WHERE id = $1",
+                     {id});
+          }) == "AW001");
+    CHECK(bare("lease_token = gen_random_uuid(), leased_at = now(), "
+               "lease_expires_at = now() + interval '1 minute'")
+              .find("without a new lease") != std::string::npos);  // no started_at
+    CHECK(bare("lease_token = gen_random_uuid(), started_at = now(), leased_at = now()")
+              .find("without a new lease") != std::string::npos);  // no expiry
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {id}) == "pending");
+
+    // With all of it, in one update, it is a lease and a start.
+    d.exec("UPDATE agent_commands SET status = 'running', lease_token = gen_random_uuid(), "
+           "leased_at = now(), started_at = now(), lease_expires_at = now() + interval '1 minute' "
+           "WHERE id = $1",
+           {id});
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {id}) == "running");
+}
+
 TEST_CASE("illegal command transitions raise AW001 and change nothing", "[schema][commands]") {
     scoped_database db;
     auto admin = db.admin();
@@ -233,6 +331,9 @@ TEST_CASE("expired leases: leased goes back to the pool, running becomes failed,
 
 TEST_CASE("8 concurrent leasers over 2,000 commands: none leased twice, none left behind",
           "[schema][commands][concurrency]") {
+    // Both ways to take work: lease then start, and lease_and_start_command (what the runner does).
+    const bool merged = GENERATE(false, true);
+    INFO((merged ? "lease_and_start_command" : "lease_command + start_command"));
     scoped_database db;
     auto admin = db.admin();
     auto agent = new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
@@ -250,12 +351,14 @@ TEST_CASE("8 concurrent leasers over 2,000 commands: none leased twice, none lef
             try {
                 auto c = db.daemon();
                 for (;;) {
-                    auto r = c.exec("SELECT id, lease_token FROM lease_command(300, 'default', $1)",
+                    auto r = c.exec(std::string("SELECT id, lease_token FROM ") +
+                                        (merged ? "lease_and_start_command" : "lease_command") +
+                                        "(300, 'default', $1)",
                                     {"runner-" + std::to_string(t)});
                     if (r.empty()) break;
                     auto id = r.get<std::string>(0, "id");
                     auto token = r.get<std::string>(0, "lease_token");
-                    c.exec("SELECT start_command($1, $2)", {id, token});
+                    if (!merged) c.exec("SELECT start_command($1, $2)", {id, token});
                     c.exec("SELECT complete_command($1, 0, 'ok', NULL, $2)", {id, token});
                     std::lock_guard lock(m);
                     seen.push_back(id);
