@@ -90,8 +90,7 @@ TEST_CASE("lease_and_start_command takes the oldest pending command to running u
                 "BETWEEN now() + interval '179 seconds' AND now() + interval '181 seconds'",
                 {first, token}) == 1);
     // Fenced like a lease: only its token completes it; start_command does not apply to it.
-    CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1, $2)", {first, token}); }) ==
-          "AW001");
+    CHECK(sqlstate_of([&] { d.exec("SELECT start_command($1, $2)", {first, token}); }) == "AW001");
     CHECK(sqlstate_of([&] {
               d.exec("SELECT complete_command($1, 0, 'x', NULL, $2)",
                      {first, std::string("5b0f4a1e-0000-4000-8000-00000000000f")});
@@ -111,15 +110,17 @@ TEST_CASE("lease_and_start_command takes the oldest pending command to running u
           "AW003");
     CHECK(sqlstate_of([&] { d.exec("SELECT * FROM lease_and_start_command(0, 'default')"); }) ==
           "AW004");
-    CHECK(message_of([&] {
-              d.exec("SELECT * FROM lease_and_start_command(NULL, 'default')");
-          }).find("lease_and_start_command: p_lease_seconds must be between 1 and 86400, got null") !=
-          std::string::npos);
+    CHECK(
+        message_of([&] {
+            d.exec("SELECT * FROM lease_and_start_command(NULL, 'default')");
+        }).find("lease_and_start_command: p_lease_seconds must be between 1 and 86400, got null") !=
+        std::string::npos);
 
     // Its lease expires like any running command's: failed, never retried.
-    admin.exec("UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' "
-               "WHERE id = $1",
-               {second});
+    admin.exec(
+        "UPDATE agent_commands SET lease_expires_at = now() - interval '1 second' "
+        "WHERE id = $1",
+        {second});
     CHECK(d.exec("SELECT * FROM lease_and_start_command(60, 'default')").empty());
     CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {second}) == "failed");
 }
@@ -143,9 +144,10 @@ TEST_CASE("pending goes straight to running only with a new lease taken in the s
                         ": illegal transition from pending to running without a new lease") !=
           std::string::npos);
     CHECK(sqlstate_of([&] {
-              d.exec("UPDATE agent_commands SET status = 'running', started_at = now() "
-                     "WHERE id = $1",
-                     {id});
+              d.exec(
+                  "UPDATE agent_commands SET status = 'running', started_at = now() "
+                  "WHERE id = $1",
+                  {id});
           }) == "AW001");
     CHECK(bare("lease_token = gen_random_uuid(), leased_at = now(), "
                "lease_expires_at = now() + interval '1 minute'")
@@ -155,10 +157,11 @@ TEST_CASE("pending goes straight to running only with a new lease taken in the s
     CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {id}) == "pending");
 
     // With all of it, in one update, it is a lease and a start.
-    d.exec("UPDATE agent_commands SET status = 'running', lease_token = gen_random_uuid(), "
-           "leased_at = now(), started_at = now(), lease_expires_at = now() + interval '1 minute' "
-           "WHERE id = $1",
-           {id});
+    d.exec(
+        "UPDATE agent_commands SET status = 'running', lease_token = gen_random_uuid(), "
+        "leased_at = now(), started_at = now(), lease_expires_at = now() + interval '1 minute' "
+        "WHERE id = $1",
+        {id});
     CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {id}) == "running");
 }
 
