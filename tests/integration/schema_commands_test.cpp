@@ -380,6 +380,56 @@ TEST_CASE("8 concurrent leasers over 2,000 commands: none leased twice, none lef
           2000);
 }
 
+TEST_CASE("a VACUUM clears the pending index of dead entries even under a long history",
+          "[schema][commands][vacuum]") {
+    // A lease walks the pending index from its oldest entry, past every entry of a command that
+    // has left pending since the last index vacuum. Left to VACUUM's default, a table with a long
+    // history skips that index pass (fewer than 2 % of its pages hold dead rows), so the dead
+    // entries stay; sql/0014 makes VACUUM always clean the index.
+    scoped_database db;
+    auto admin = db.admin();
+    auto gw = default_gateway(admin);
+    admin.exec("ALTER TABLE agent_commands SET (autovacuum_enabled = off)");  // our VACUUM only
+    admin.exec("SET session_replication_role = replica");  // history rows, past the insert rules
+    admin.exec(
+        "INSERT INTO agent_commands (gateway_id, action, status, finished_at) "
+        "SELECT $1, 'auth_list', 'done', now() FROM generate_series(1, 500000)",
+        {gw});
+    admin.exec("RESET session_replication_role");
+    admin.exec("VACUUM ANALYZE agent_commands");
+    admin.exec(
+        "INSERT INTO agent_commands (gateway_id, action) "
+        "SELECT $1, 'auth_list' FROM generate_series(1, 5001)",
+        {gw});
+    admin.exec(R"(DO $$ DECLARE r record; BEGIN
+                    FOR i IN 1..5000 LOOP
+                      SELECT * INTO r FROM lease_and_start_command(60, 'default');
+                      COMMIT;
+                      PERFORM complete_command(r.id, 0, NULL, NULL, r.lease_token);
+                      COMMIT;
+                    END LOOP; END $$)");
+    // Index pages the lease's scan reads to reach the one pending command.
+    admin.exec(R"(CREATE FUNCTION pg_temp.claim_pages(p_gateway uuid) RETURNS bigint
+                  LANGUAGE plpgsql AS $$ DECLARE p json; BEGIN
+                    EXECUTE format('EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT q.id
+                      FROM agent_commands q WHERE q.gateway_id = %L AND q.status = ''pending''
+                      ORDER BY q.created_at, q.id LIMIT 1', p_gateway) INTO p;
+                    RETURN (SELECT sum((n->>'Shared Hit Blocks')::bigint
+                                       + (n->>'Shared Read Blocks')::bigint)
+                              FROM jsonb_path_query(p::jsonb,
+                                '$.** ? (@."Index Name" == "agent_commands_pending_idx")') n);
+                  END $$)");
+    // The second look: the first one also visits the heap behind each entry and marks it dead.
+    count(admin, "SELECT pg_temp.claim_pages($1)", {gw});
+    const auto before = count(admin, "SELECT pg_temp.claim_pages($1)", {gw});
+    CHECK(before > 20);  // 5,000 dead entries ahead of the live one
+    admin.exec("VACUUM agent_commands");
+    const auto after = count(admin, "SELECT pg_temp.claim_pages($1)", {gw});
+    INFO("index pages read by a lease: " << before << " before VACUUM, " << after << " after");
+    CHECK(after <= 5);  // the root, a leaf page or two, the heap page
+    CHECK(one(admin, "SELECT id::text FROM lease_and_start_command(60, 'default')") != "");
+}
+
 TEST_CASE("one NOTIFY per statement per gateway when commands become pending",
           "[schema][commands][notify]") {
     scoped_database db;
