@@ -16,6 +16,22 @@ inline constexpr const char* kLeaseAndStart =
     "l.agent_slug, l.payload::text, l.lease_token::text "
     "FROM public.lease_and_start_command($1, $2, $3, $4::uuid) AS l";
 
+/// The final transition of the command that just ended (complete_command when $3 is "done",
+/// fail_command when "failed") and kLeaseAndStart of the next, in one statement and one commit
+/// (finish_and_lease_command, sql/0015): one WAL flush per command instead of two. Refused as a
+/// whole when either part is; the runner then makes the two calls apart (kComplete / kFail, then
+/// kLeaseAndStart) so each reports its own error. Returns the next command as kLeaseAndStart
+/// does, or no row when none is pending (the transition is committed either way).
+/// $1 command id, $2 lease token, $3 outcome, $4 exit code, $5 error, $6 stdout, $7 stderr,
+/// $8 payload patch, then $9-$12 as kLeaseAndStart's $1-$4.
+inline constexpr const char* kFinishAndLease =
+    "SELECT l.id::text, l.tenant_id::text, l.gateway_id::text, l.action::text, "
+    "l.agent_slug, l.payload::text, l.lease_token::text "
+    "FROM public.finish_and_lease_command(p_command_id => $1::uuid, p_lease_token => $2::uuid, "
+    "p_outcome => $3, p_exit_code => $4::int, p_error => $5, p_stdout => $6, p_stderr => $7, "
+    "p_payload_patch => $8::jsonb, p_lease_seconds => $9::int, p_gateway_slug => $10, "
+    "p_runner => $11, p_tenant_id => $12::uuid) AS l";
+
 /// A longer lease for an action that may run longer than COMMAND_TIMEOUT (several steps, an
 /// auth flow). $1 command id, $2 lease token, $3 lease seconds from now.
 inline constexpr const char* kExtendLease =

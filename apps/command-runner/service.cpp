@@ -414,16 +414,63 @@ net::awaitable<void> runner_service::run() {
     });
     net::co_spawn(ex, housekeeping(), net::detached);
     co_await driver_->run();
+    co_await flush_final();  // the last command's transition, when no lease followed it
     while (!flows_.empty() || !housekeeping_done_ || !listener_done_) co_await flows_idle_.wait();
 }
 
 // ---- the queue ---------------------------------------------------------------------------
+
+namespace {
+
+// A row of kLeaseAndStart / kFinishAndLease.
+command_row command_from(const pg::result& r) {
+    command_row c;
+    c.id = r.get<std::string>(0, 0);
+    c.tenant_id = r.get<std::string>(0, 1);
+    c.gateway_id = r.get<std::string>(0, 2);
+    c.action = r.get<std::string>(0, 3);
+    c.agent_slug = r.get_optional<std::string>(0, 4);
+    c.payload = r.get<std::string>(0, 5);
+    c.lease_token = r.get<std::string>(0, 6);
+    return c;
+}
+
+}  // namespace
 
 net::awaitable<std::optional<command_row>> runner_service::lease() {
     std::optional<std::string> tenant;
     if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
     pg::result r;
     std::string failure;
+    if (final_) {
+        // The last command's final transition and this lease, in one transaction.
+        const final_transition& f = *final_;
+        const command_row& c = f.cmd;
+        bool written = false;
+        try {
+            r = co_await db_.query_prepared(
+                sql::kFinishAndLease, c.id, c.lease_token, std::string(f.done ? "done" : "failed"),
+                f.done ? std::optional<int>(f.exit_code.value_or(0)) : f.exit_code, f.error, f.out,
+                f.err, f.patch, cfg_.lease_seconds(), slug_, cfg_.instance, tenant);
+            written = true;
+        } catch (const pg::connection_error& e) {
+            failure = e.what();
+            db_.reset();
+        } catch (const pg::sql_error&) {
+        }
+        // A lost connection keeps final_ for the next lease(), which the driver retries; should
+        // the lost call have committed, that retry's transition is refused and logged as such.
+        if (!failure.empty()) throw pg::connection_error(failure);
+        if (written) {
+            log_final(f);
+            final_.reset();
+            if (r.empty()) co_return std::nullopt;
+            co_return command_from(r);
+        }
+        // One part was refused, so nothing was written: the two calls apart, each reporting its
+        // own error (a refused transition is logged; a refused lease throws below).
+        co_await flush_final();
+    }
     try {
         // Leased and started in one prepared statement (see queue_sql.hpp).
         r = co_await db_.query_prepared(sql::kLeaseAndStart, cfg_.lease_seconds(), slug_,
@@ -434,15 +481,7 @@ net::awaitable<std::optional<command_row>> runner_service::lease() {
     }
     if (!failure.empty()) throw pg::connection_error(failure);
     if (r.empty()) co_return std::nullopt;
-    command_row c;
-    c.id = r.get<std::string>(0, 0);
-    c.tenant_id = r.get<std::string>(0, 1);
-    c.gateway_id = r.get<std::string>(0, 2);
-    c.action = r.get<std::string>(0, 3);
-    c.agent_slug = r.get_optional<std::string>(0, 4);
-    c.payload = r.get<std::string>(0, 5);
-    c.lease_token = r.get<std::string>(0, 6);
-    co_return c;
+    co_return command_from(r);
 }
 
 net::awaitable<void> runner_service::handle(command_row cmd) {
@@ -847,28 +886,72 @@ net::awaitable<bool> runner_service::hold_for(pg::session& db, const command_row
 
 net::awaitable<void> runner_service::complete(pg::session& db, command_row cmd, int exit_code,
                                               std::string out, std::string err, std::string patch) {
-    std::optional<std::string> o, e, pt;
-    if (!out.empty()) o = std::move(out);
-    if (!err.empty()) e = std::move(err);
-    if (!patch.empty()) pt = std::move(patch);
-    pg::params params{cmd.id, exit_code, o, e, cmd.lease_token, pt};
-    const bool ok = co_await transition(db, "complete", sql::kComplete, std::move(params), cmd.id);
-    if (ok) log::info("command done", {{"command_id", cmd.id}, {"action", cmd.action}});
+    final_transition f;
+    f.cmd = std::move(cmd);
+    f.exit_code = exit_code;
+    if (!out.empty()) f.out = std::move(out);
+    if (!err.empty()) f.err = std::move(err);
+    if (!patch.empty()) f.patch = std::move(patch);
+    co_await finish(db, std::move(f));
 }
 
 net::awaitable<void> runner_service::fail(pg::session& db, command_row cmd,
                                           std::optional<int> exit_code, std::string error,
                                           std::string out, std::string err, std::string patch) {
-    std::optional<std::string> o, e, pt;
-    if (!out.empty()) o = std::move(out);
-    if (!err.empty()) e = std::move(err);
-    if (!patch.empty()) pt = std::move(patch);
-    error = clean_text(error.size() > kErrorLimit ? error.substr(0, kErrorLimit) + "..." : error);
-    pg::params params{cmd.id, exit_code, error, cmd.lease_token, o, e, pt};
-    const bool ok = co_await transition(db, "fail", sql::kFail, std::move(params), cmd.id);
-    if (ok)
-        log::info("command failed",
-                  {{"command_id", cmd.id}, {"action", cmd.action}, {"error", error}});
+    final_transition f;
+    f.cmd = std::move(cmd);
+    f.done = false;
+    f.exit_code = exit_code;
+    f.error = clean_text(error.size() > kErrorLimit ? error.substr(0, kErrorLimit) + "..." : error);
+    if (!out.empty()) f.out = std::move(out);
+    if (!err.empty()) f.err = std::move(err);
+    if (!patch.empty()) f.patch = std::move(patch);
+    co_await finish(db, std::move(f));
+}
+
+net::awaitable<void> runner_service::finish(pg::session& db, final_transition f) {
+    if (&db != &db_) {
+        co_await write_final(db, std::move(f));
+        co_return;
+    }
+    // Made with the next lease (lease()), or by flush_final() when no lease follows.
+    co_await flush_final();  // a handler ends with one final transition; never keep two
+    final_ = std::move(f);
+}
+
+net::awaitable<void> runner_service::flush_final() {
+    if (!final_) co_return;
+    final_transition f = std::move(*final_);
+    final_.reset();
+    co_await write_final(db_, std::move(f));
+}
+
+net::awaitable<void> runner_service::write_final(pg::session& db, final_transition f) {
+    const command_row& c = f.cmd;
+    pg::params params;
+    std::string what, sql_text;
+    if (f.done) {
+        what = "complete";
+        sql_text = sql::kComplete;
+        params = pg::params{c.id, f.exit_code.value_or(0), f.out, f.err, c.lease_token, f.patch};
+    } else {
+        what = "fail";
+        sql_text = sql::kFail;
+        params = pg::params{c.id, f.exit_code, f.error, c.lease_token, f.out, f.err, f.patch};
+    }
+    const bool ok =
+        co_await transition(db, std::move(what), std::move(sql_text), std::move(params), c.id);
+    if (ok) log_final(f);
+}
+
+void runner_service::log_final(const final_transition& f) const {
+    if (f.done) {
+        log::info("command done", {{"command_id", f.cmd.id}, {"action", f.cmd.action}});
+    } else {
+        log::info(
+            "command failed",
+            {{"command_id", f.cmd.id}, {"action", f.cmd.action}, {"error", f.error.value_or("")}});
+    }
 }
 
 net::awaitable<void> runner_service::patch_payload(pg::session& db, command_row cmd,

@@ -1,5 +1,6 @@
-// The command runner service: registration, LISTEN + safety poll, lease -> start -> run ->
-// complete/fail one command at a time, auth flows in the background, heartbeat, secrets sync.
+// The command runner service: registration, LISTEN + safety poll, lease and start -> run ->
+// complete/fail (with the next lease) one command at a time, auth flows in the background,
+// heartbeat, secrets sync.
 #pragma once
 
 #include <chrono>
@@ -65,11 +66,26 @@ private:
     /// may take longer extends it. False when the lease was lost (logged).
     net::awaitable<bool> hold_for(core::pg::session& db, const command_row& cmd, int lease_seconds);
     /// complete_command / fail_command, retried across a reconnect. Outputs must be clean text.
+    /// On the lease loop's connection (db_) the transition is kept in final_ and made by the next
+    /// lease() in the same transaction as the next lease (finish_and_lease_command), or by
+    /// flush_final() when no lease follows; on any other connection it is made at once.
     net::awaitable<void> complete(core::pg::session& db, command_row cmd, int exit_code,
                                   std::string out, std::string err, std::string patch);
     net::awaitable<void> fail(core::pg::session& db, command_row cmd, std::optional<int> exit_code,
                               std::string error, std::string out, std::string err,
                               std::string patch);
+    /// The final transition of a command handled on the lease loop, not yet written.
+    struct final_transition {
+        command_row cmd;
+        bool done = true;  // complete_command; false: fail_command
+        std::optional<int> exit_code;
+        std::optional<std::string> error, out, err, patch;
+    };
+    net::awaitable<void> finish(core::pg::session& db, final_transition f);
+    /// Writes final_ on its own (complete_command / fail_command), if there is one.
+    net::awaitable<void> flush_final();
+    net::awaitable<void> write_final(core::pg::session& db, final_transition f);
+    void log_final(const final_transition& f) const;
     net::awaitable<bool> transition(core::pg::session& db, std::string what, std::string sql,
                                     core::pg::params params, std::string command_id);
     net::awaitable<void> patch_payload(core::pg::session& db, command_row cmd, std::string patch);
@@ -89,6 +105,7 @@ private:
     std::unique_ptr<core::queue_driver<command_row>> driver_;
     core::event housekeeping_wake_, flows_idle_;
     std::map<std::string, std::shared_ptr<auth_flow>> flows_;
+    std::optional<final_transition> final_;   // see complete()
     std::vector<std::string> secret_values_;  // decrypted secrets: redacted from every output
     bool heartbeat_due_ = true, secrets_due_ = true;
     std::chrono::steady_clock::time_point last_sync_{};

@@ -695,6 +695,54 @@ TEST_CASE("runner: a command of another gateway is never touched", "[runner]") {
     CHECK(box.calls().size() == 1);
 }
 
+TEST_CASE(
+    "runner: a command's end rides on the next lease, and a refused end still lets the next run",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    running_runner r(base_config(db, box, gw.slug));
+
+    // Nothing follows: the end is written at once all the same.
+    const auto alone = enqueue(admin, gw.id, "auth_list");
+    CHECK(wait_finished(admin, alone, 15s).status == "done");
+
+    // The first command's lease is taken from it while it runs (as a lease expiry and another
+    // runner would): its end is refused, nothing of the combined call is written, and the
+    // runner then leases the second on its own.
+    box.set("sleep", "1");
+    const auto first = enqueue(admin, gw.id, "auth_list");
+    REQUIRE(eventually(
+        [&] {
+            return one(admin, "SELECT status FROM agent_commands WHERE id = $1", {first}) ==
+                   "running";
+        },
+        10s));
+    const auto second = enqueue(admin, gw.id, "auth_list");
+    const auto stolen = one(admin,
+                            "UPDATE agent_commands SET lease_token = gen_random_uuid() "
+                            "WHERE id = $1 RETURNING lease_token::text",
+                            {first});
+    CHECK(wait_finished(admin, second, 15s).status == "done");
+    auto s = read_command(admin, first);
+    CHECK(s.status == "running");  // not written by the runner that lost it
+    CHECK(one(admin, "SELECT lease_token::text FROM agent_commands WHERE id = $1", {first}) ==
+          stolen);
+
+    // SIGTERM during a command: no lease follows it, and its end is written on its own before
+    // the runner exits.
+    const auto last = enqueue(admin, gw.id, "auth_list");
+    REQUIRE(eventually(
+        [&] {
+            return one(admin, "SELECT status FROM agent_commands WHERE id = $1", {last}) ==
+                   "running";
+        },
+        10s));
+    r.stop();
+    CHECK(read_command(admin, last).status == "done");
+}
+
 TEST_CASE("runner: two runners on one gateway never run a command twice", "[runner]") {
     awp::test::scoped_database db;
     auto admin = db.admin();

@@ -125,6 +125,79 @@ TEST_CASE("lease_and_start_command takes the oldest pending command to running u
     CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {second}) == "failed");
 }
 
+TEST_CASE("finish_and_lease_command ends one command and starts the next in one transaction",
+          "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    auto d = db.daemon();
+    auto a = enqueue(d, "alice");
+    auto b = enqueue(d, "alice");
+    auto c = enqueue(d, "alice");
+    auto first = d.exec("SELECT id, lease_token FROM lease_and_start_command(60, 'default', 'r')");
+    auto token_a = first.get<std::string>(0, "lease_token");
+
+    // done, with the next one leased and started.
+    auto next = d.exec(
+        "SELECT * FROM finish_and_lease_command($1, $2, 'done', 0, NULL, 'out-a', NULL, "
+        "'{\"x\": null}', 60, 'default', 'r')",
+        {a, token_a});
+    REQUIRE(next.size() == 1);
+    CHECK(next.get<std::string>(0, "id") == b);
+    CHECK(next.get<std::string>(0, "status") == "running");
+    CHECK(one(d, "SELECT status || ':' || stdout FROM agent_commands WHERE id = $1", {a}) ==
+          "done:out-a");
+    auto token_b = next.get<std::string>(0, "lease_token");
+
+    // A refused transition (another lease token) writes nothing: b stays running, c pending.
+    CHECK(sqlstate_of([&] {
+              d.exec(
+                  "SELECT * FROM finish_and_lease_command($1, $2, 'done', 0, NULL, NULL, NULL, "
+                  "NULL, 60, 'default', 'r')",
+                  {b, token_a});
+          }) == "AW002");
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {b}) == "running");
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {c}) == "pending");
+    // A refused lease (unknown gateway) writes nothing either.
+    CHECK(sqlstate_of([&] {
+              d.exec(
+                  "SELECT * FROM finish_and_lease_command($1, $2, 'done', 0, NULL, NULL, NULL, "
+                  "NULL, 60, 'nope', 'r')",
+                  {b, token_b});
+          }) == "AW003");
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {b}) == "running");
+    // Bad arguments are named.
+    CHECK(message_of([&] {
+              d.exec(
+                  "SELECT * FROM finish_and_lease_command($1, $2, 'ok', 0, NULL, NULL, NULL, "
+                  "NULL, 60, 'default')",
+                  {b, token_b});
+          }).find("p_outcome must be done or failed, got ok") != std::string::npos);
+    CHECK(sqlstate_of([&] {
+              d.exec(
+                  "SELECT * FROM finish_and_lease_command($1, NULL, 'done', 0, NULL, NULL, "
+                  "NULL, NULL, 60, 'default')",
+                  {b});
+          }) == "AW004");
+
+    // failed, with the last one leased; then failed with nothing left: committed, no row.
+    next = d.exec(
+        "SELECT * FROM finish_and_lease_command($1, $2, 'failed', 3, 'boom', NULL, 'err', NULL, "
+        "60, 'default', 'r')",
+        {b, token_b});
+    REQUIRE(next.size() == 1);
+    CHECK(next.get<std::string>(0, "id") == c);
+    CHECK(one(d,
+              "SELECT status || ':' || exit_code || ':' || error_message || ':' || stderr "
+              "FROM agent_commands WHERE id = $1",
+              {b}) == "failed:3:boom:err");
+    CHECK(d.exec("SELECT * FROM finish_and_lease_command($1, $2, 'done', 0, NULL, NULL, NULL, "
+                 "NULL, 60, 'default', 'r')",
+                 {c, next.get<std::string>(0, "lease_token")})
+              .empty());
+    CHECK(one(d, "SELECT status FROM agent_commands WHERE id = $1", {c}) == "done");
+}
+
 TEST_CASE("pending goes straight to running only with a new lease taken in the same update",
           "[schema][commands]") {
     scoped_database db;

@@ -135,11 +135,11 @@ TEST_CASE("every table has RLS, and no function of ours is executable by PUBLIC"
                        "(SELECT 1 FROM unnest(p.proconfig) c WHERE c LIKE 'search_path=%')") == 0);
     // Daemon-only RPCs are not executable by authenticated.
     for (auto fn :
-         {"lease_command", "lease_and_start_command", "start_command", "complete_command", "fail_command", "lease_inbox_item",
-          "complete_inbox_item", "fail_inbox_item", "lease_knowledge_items_for_indexing",
-          "mark_knowledge_item_indexed", "mark_knowledge_item_failed",
-          "spawn_routine_schedule_items", "reap_expired_leases", "escalate_overdue_tasks",
-          "daemon_heartbeat", "issue_gateway_token"}) {
+         {"lease_command", "lease_and_start_command", "finish_and_lease_command", "start_command",
+          "complete_command", "fail_command", "lease_inbox_item", "complete_inbox_item",
+          "fail_inbox_item", "lease_knowledge_items_for_indexing", "mark_knowledge_item_indexed",
+          "mark_knowledge_item_failed", "spawn_routine_schedule_items", "reap_expired_leases",
+          "escalate_overdue_tasks", "daemon_heartbeat", "issue_gateway_token"}) {
         INFO(fn);
         CHECK(count(a,
                     "SELECT count(*) FROM pg_proc WHERE proname = $1 AND "
