@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One benchmark run of awp-command-runner, printed side by side with its peers:
 #   pickup latency (insert -> running) over 1,000 commands with the real runner;
-#   queue-protocol throughput, 10,000 commands through lease -> start -> complete, 1 and 4 leasers,
+#   queue-protocol throughput, 10,000 commands through the runner's statements (lease+start, then
+#     each completion with the next lease), 1 and 4 leasers,
 #     beside graphile-worker's no-op jobs (../shared/bench/peer-graphile.sh) and the Postgres
 #     limit (../shared/bench/pg-limit.sh);
 #   end-to-end commands/s of the real runner with a runtime that exits at once, beside the cost
@@ -24,7 +25,8 @@ db=awp_bench_runner_$$
 psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db TEMPLATE awp_test_template"
 cleanup() {
   [[ -n ${runner_pid:-} ]] && kill "$runner_pid" 2>/dev/null && wait "$runner_pid" 2>/dev/null
-  psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
+  psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
+    -c "DROP DATABASE IF EXISTS ${db}_p WITH (FORCE)" >/dev/null
 }
 trap cleanup EXIT
 ADMIN="${AWP_PG_ADMIN_DSN/dbname=awp/dbname=$db}"
@@ -56,15 +58,38 @@ psql -X -q "$ADMIN" -c "DELETE FROM agent_commands"
 "$BIN/runner_bench" e2e "$E2E_N" | tee "$OUT/e2e.txt"
 stop_runner
 "$BIN/runner_bench" spawn "$E2E_N" | tee "$OUT/spawn.txt"
-# Queue protocol, as graphile-worker's peer script runs its jobs: a checkpoint first, then the
-# queue drained; over the Unix socket (the peer's transport) and over TCP (a remote gateway).
-SOCKET_URL="postgresql://awp_daemon@/$db?host=$AWP_PG_SOCKET_DIR&port=$AWP_PG_PORT"
+# Queue protocol, on the footing of graphile-worker's peer script (a new cluster and schema, the
+# jobs added, a checkpoint, then the queue drained): every run gets a new database from the
+# template with 10,000 pending commands and a checkpoint. Over the Unix socket (the peer's
+# transport) and over TCP (a runner on another host).
+pdb=${db}_p
+proto_db() {
+  psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $pdb WITH (FORCE)" \
+    -c "CREATE DATABASE $pdb TEMPLATE awp_test_template"
+  PADMIN="${AWP_PG_ADMIN_DSN/dbname=awp/dbname=$pdb}"
+  PGW=$(psql -X -qAt "$PADMIN" -c \
+    "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ('00000000-0000-0000-0000-000000000000', 'bench', 'bench', 'ready') RETURNING id" | head -1)
+}
+proto() {  # $1 leasers, $2 socket|tcp, $3 result file; the database as the last run left it
+  local url="postgresql://awp_daemon:${AWP_PG_DAEMON_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$pdb"
+  [[ $2 == socket ]] && url="postgresql://awp_daemon@/$pdb?host=$AWP_PG_SOCKET_DIR&port=$AWP_PG_PORT"
+  psql -X -q "$PADMIN" -c CHECKPOINT
+  DATABASE_URL=$url BENCH_GATEWAY_ID=$PGW "$BIN/runner_bench" protocol "$PROTO_N" "$1" | tee "$OUT/$3"
+}
 for leasers in 1 4; do
-  psql -X -q "$ADMIN" -c CHECKPOINT
-  DATABASE_URL=$SOCKET_URL "$BIN/runner_bench" protocol "$PROTO_N" $leasers | tee "$OUT/proto$leasers.txt"
-  psql -X -q "$ADMIN" -c CHECKPOINT
-  "$BIN/runner_bench" protocol "$PROTO_N" $leasers | tee "$OUT/proto$leasers-tcp.txt"
+  proto_db; proto $leasers socket "proto$leasers.txt"
+  proto_db; proto $leasers tcp "proto$leasers-tcp.txt"
 done
+# The same after 30,000 commands went through the table with no vacuum since (autovacuum off for
+# it, so the figure does not depend on when autovacuum happens to run): every lease walks the
+# dead entries that the pending index keeps until a vacuum; then again after a VACUUM.
+proto_db
+psql -X -q "$PADMIN" -c "ALTER TABLE agent_commands SET (autovacuum_enabled = off)"
+for warm in 1 2 3; do proto 4 socket "proto-warm$warm.txt" >/dev/null; done
+proto 4 socket proto4-history.txt
+psql -X -q "$PADMIN" -c "VACUUM agent_commands"
+proto 4 socket proto4-vacuumed.txt
+psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $pdb WITH (FORCE)"
 
 gw1=n/a; gw4=n/a; pgl=n/a
 if [[ $PEERS == 1 ]]; then
@@ -76,8 +101,9 @@ val() { sed -n "s/.*$2=\([0-9.]*\).*/\1/p" "$OUT/$1" | head -1; }
 echo
 echo "== results"
 printf '%-52s %s\n' "pickup latency p50 / p99 (target <= 3 / 15 ms)" "$(val latency.txt p50_ms) / $(val latency.txt p99_ms) ms"
-printf '%-52s %s\n' "protocol lease->start->complete, 1 leaser" "$(val proto1.txt per_second) commands/s (Unix socket), $(val proto1-tcp.txt per_second) (TCP)"
-printf '%-52s %s\n' "protocol lease->start->complete, 4 leasers" "$(val proto4.txt per_second) commands/s (Unix socket), $(val proto4-tcp.txt per_second) (TCP)"
+printf '%-52s %s\n' "protocol, 1 leaser" "$(val proto1.txt per_second) commands/s (Unix socket), $(val proto1-tcp.txt per_second) (TCP)"
+printf '%-52s %s\n' "protocol, 4 leasers" "$(val proto4.txt per_second) commands/s (Unix socket), $(val proto4-tcp.txt per_second) (TCP)"
+printf '%-52s %s\n' "  4 leasers, after 30,000 commands, no vacuum" "$(val proto4-history.txt per_second) commands/s (Unix socket); after VACUUM: $(val proto4-vacuumed.txt per_second)"
 if [[ -f $OUT/graphile.txt ]]; then
   echo "graphile-worker (peer-graphile.sh):"; grep -iE 'default|conc|jobs/s' "$OUT/graphile.txt" | sed 's/^/    /' | head -12
 fi

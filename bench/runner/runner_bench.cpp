@@ -1,7 +1,7 @@
 // Benchmarks for awp-command-runner (bench/runner/run.sh drives them):
-//   protocol N LEASERS  - N commands through lease_and_start_command -> complete_command,
-//                         the runner's own statements (lease and start in one) and client path,
-//                         no-op handler, LEASERS threads
+//   protocol N LEASERS  - N commands through the runner's own statements and client path
+//                         (lease_and_start_command, then finish_and_lease_command: a command's
+//                         completion with the next lease), no-op handler, LEASERS threads
 //   latency N           - N commands inserted one at a time while a real runner runs; pickup
 //                         latency = started_at - created_at (server clock), p50/p99
 //   e2e N               - N commands inserted at once; commands/s until the real runner finished
@@ -58,12 +58,15 @@ net::awaitable<void> leaser(std::string dsn, std::string slug, std::string me,
     pg::session db(dsn, me);
     const std::optional<std::string> no_tenant;
     const std::optional<std::string> none;
-    for (;;) {
-        auto r =
-            co_await db.query_prepared(awp::runner::sql::kLeaseAndStart, 180, slug, me, no_tenant);
-        if (r.empty()) break;
+    const std::optional<int> zero(0);
+    // As the runner: the first lease on its own, then each command's completion together with
+    // the next lease; the last call completes and finds nothing.
+    auto r = co_await db.query_prepared(awp::runner::sql::kLeaseAndStart, 180, slug, me, no_tenant);
+    while (!r.empty()) {
         const std::string id(r.text(0, 0)), token(r.text(0, 6));
-        co_await db.query_prepared(awp::runner::sql::kComplete, id, 0, none, none, token, none);
+        r = co_await db.query_prepared(awp::runner::sql::kFinishAndLease, id, token,
+                                       std::string("done"), zero, none, none, none, none, 180, slug,
+                                       me, no_tenant);
         ++done;
     }
 }
