@@ -703,6 +703,9 @@ TEST_CASE(
     gateway_fixture gw(admin);
     sandbox box;
     running_runner r(base_config(db, box, gw.slug));
+    auto started = [&](const std::string& id) {
+        return eventually([&] { return read_command(admin, id).status == "running"; }, 10s);
+    };
 
     // Nothing follows: the end is written at once all the same.
     const auto alone = enqueue(admin, gw.id, "auth_list");
@@ -713,32 +716,21 @@ TEST_CASE(
     // runner then leases the second on its own.
     box.set("sleep", "1");
     const auto first = enqueue(admin, gw.id, "auth_list");
-    REQUIRE(eventually(
-        [&] {
-            return one(admin, "SELECT status FROM agent_commands WHERE id = $1", {first}) ==
-                   "running";
-        },
-        10s));
+    REQUIRE(started(first));
     const auto second = enqueue(admin, gw.id, "auth_list");
     const auto stolen = one(admin,
                             "UPDATE agent_commands SET lease_token = gen_random_uuid() "
                             "WHERE id = $1 RETURNING lease_token::text",
                             {first});
     CHECK(wait_finished(admin, second, 15s).status == "done");
-    auto s = read_command(admin, first);
-    CHECK(s.status == "running");  // not written by the runner that lost it
+    CHECK(read_command(admin, first).status == "running");  // not written by the one that lost it
     CHECK(one(admin, "SELECT lease_token::text FROM agent_commands WHERE id = $1", {first}) ==
           stolen);
 
     // SIGTERM during a command: no lease follows it, and its end is written on its own before
     // the runner exits.
     const auto last = enqueue(admin, gw.id, "auth_list");
-    REQUIRE(eventually(
-        [&] {
-            return one(admin, "SELECT status FROM agent_commands WHERE id = $1", {last}) ==
-                   "running";
-        },
-        10s));
+    REQUIRE(started(last));
     r.stop();
     CHECK(read_command(admin, last).status == "done");
 }
