@@ -448,10 +448,10 @@ net::awaitable<std::optional<command_row>> runner_service::lease() {
         const command_row& c = f.cmd;
         bool written = false;
         try {
-            r = co_await db_.query_prepared(
-                sql::kFinishAndLease, c.id, c.lease_token, std::string(f.done ? "done" : "failed"),
-                f.done ? std::optional<int>(f.exit_code.value_or(0)) : f.exit_code, f.error, f.out,
-                f.err, f.patch, cfg_.lease_seconds(), slug_, cfg_.instance, tenant);
+            r = co_await db_.query_prepared(sql::kFinishAndLease, c.id, c.lease_token,
+                                            std::string(f.done ? "done" : "failed"), f.exit_code,
+                                            f.error, f.out, f.err, f.patch, cfg_.lease_seconds(),
+                                            slug_, cfg_.instance, tenant);
             written = true;
         } catch (const pg::connection_error& e) {
             failure = e.what();
