@@ -8,6 +8,7 @@
 
 #include <rapidjson/document.h>
 
+#include "awp/core/json.hpp"
 #include "awp/core/migrate.hpp"
 #include "awp/core/pg.hpp"
 #include "commands.hpp"
@@ -66,8 +67,7 @@ std::string age(const rapidjson::Value& v) {
 }
 
 void print_human(const std::string& json) {
-    rapidjson::Document d;
-    d.Parse(json.c_str());
+    const auto d = core::json::parse_object(json, core::json::kDocument);
     std::cout << "schema " << (d["schema"].IsString() ? d["schema"].GetString() : "(none)") << "\n";
     const auto& gws = d["gateways"];
     if (gws.Empty()) std::cout << "no gateways registered\n";

@@ -10,6 +10,7 @@
 #include <rapidjson/writer.h>
 
 #include "awp/core/crypto.hpp"
+#include "awp/core/json.hpp"
 
 namespace awp::runner {
 
@@ -54,8 +55,11 @@ std::string trim(const std::string& s) {
 class payload {
 public:
     payload(const command_row& cmd) : action_(cmd.action) {
-        doc_.Parse(cmd.payload.c_str(), cmd.payload.size());
-        if (doc_.HasParseError() || !doc_.IsObject()) fail("payload must be a JSON object");
+        try {
+            doc_ = core::json::parse_object(cmd.payload, core::json::kPayload);
+        } catch (const core::json::parse_error& e) {
+            fail(std::string("payload must be a JSON object (") + e.what() + ")");
+        }
     }
 
     [[noreturn]] void fail(const std::string& what) const {
@@ -477,9 +481,9 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
 }
 
 std::string scrub_patch(const command_row& cmd, bool ok) {
-    rj::Document doc;
-    doc.Parse(cmd.payload.c_str(), cmd.payload.size());
-    if (doc.HasParseError() || !doc.IsObject()) return "";
+    auto parsed = core::json::try_parse(cmd.payload, core::json::kPayload);
+    if (!parsed || !parsed->IsObject()) return "";
+    const rj::Document& doc = *parsed;
     rj::Document patch(rj::kObjectType);
     auto& al = patch.GetAllocator();
     auto remove = [&](const std::string& key) {
@@ -507,9 +511,9 @@ std::string scrub_patch(const command_row& cmd, bool ok) {
 
 std::vector<std::string> payload_secrets(const command_row& cmd) {
     std::vector<std::string> out;
-    rj::Document doc;
-    doc.Parse(cmd.payload.c_str(), cmd.payload.size());
-    if (doc.HasParseError() || !doc.IsObject()) return out;
+    auto parsed = core::json::try_parse(cmd.payload, core::json::kPayload);
+    if (!parsed || !parsed->IsObject()) return out;
+    const rj::Document& doc = *parsed;
     for (const auto& m : doc.GetObject()) {
         const std::string k(m.name.GetString(), m.name.GetStringLength());
         const bool secret =

@@ -14,6 +14,8 @@
 #include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 
+#include "awp/core/json.hpp"
+
 #include "secrets.hpp"
 
 namespace awp::runner {
@@ -44,11 +46,11 @@ rj::Document read_json(const fs::path& p) {
     if (!in) throw local_op_error("cannot read " + p.string());
     std::stringstream ss;
     ss << in.rdbuf();
-    rj::Document d;
-    d.Parse(ss.str().c_str());
-    if (d.HasParseError() || !d.IsObject())
-        throw local_op_error(p.string() + " is not a JSON object");
-    return d;
+    try {
+        return core::json::parse_object(ss.str(), core::json::kDocument);
+    } catch (const core::json::parse_error& e) {
+        throw local_op_error(p.string() + " is not a JSON object: " + e.what());
+    }
 }
 
 void write_json(const fs::path& p, const rj::Document& d) {

@@ -24,6 +24,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/error.hpp"
+#include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/process.hpp"
 #include "awp/core/time.hpp"
@@ -151,11 +152,10 @@ net::awaitable<void> runner_service::register_gateway() {
         std::ifstream in(state);
         std::stringstream ss;
         ss << in.rdbuf();
-        rj::Document d;
-        d.Parse(ss.str().c_str());
-        if (in && !d.HasParseError() && d.IsObject() && d.HasMember("gateway_slug") &&
-            d["gateway_slug"].IsString()) {
-            slug_ = d["gateway_slug"].GetString();
+        auto d = core::json::try_parse(ss.str(), core::json::kSmall);
+        if (in && d && d->IsObject() && d->HasMember("gateway_slug") &&
+            (*d)["gateway_slug"].IsString()) {
+            slug_ = (*d)["gateway_slug"].GetString();
             log::info("gateway registration found", {{"gateway", slug_}, {"file", state.string()}});
             co_return;
         }
@@ -190,14 +190,16 @@ net::awaitable<void> runner_service::register_gateway() {
         if (stopping_) co_return;
     }
     if (answer.empty()) throw core::config_error("gateway registration failed: " + failure);
-    rj::Document d;
-    d.Parse(answer.c_str());
-    slug_ = d["gateway_slug"].GetString();
+    const auto d = core::json::parse_object(answer, core::json::kSmall);
+    slug_ = core::json::string_or(d, "gateway_slug");
+    const auto gateway_id = core::json::string_or(d, "gateway_id");
+    if (slug_.empty() || gateway_id.empty()) {
+        throw core::config_error("gateway registration answered without gateway_id/gateway_slug");
+    }
     std::filesystem::create_directories(cfg_.state_dir);
-    write_file_atomic(
-        state.string(),
-        json_object({{"gateway_id", d["gateway_id"].GetString()}, {"gateway_slug", slug_}}) + "\n",
-        0600);
+    write_file_atomic(state.string(),
+                      json_object({{"gateway_id", gateway_id}, {"gateway_slug", slug_}}) + "\n",
+                      0600);
     log::info("gateway registered",
               {{"gateway", slug_}, {"gateway_id", d["gateway_id"].GetString()}});
 }

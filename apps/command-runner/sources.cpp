@@ -8,6 +8,8 @@
 #include <rapidjson/document.h>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "awp/core/json.hpp"
+
 #include "awp/http/client.hpp"
 
 namespace awp::runner {
@@ -79,12 +81,9 @@ namespace {
 class http_json_provider : public source_provider {
 public:
     net::awaitable<std::string> execute(source_call call) override {
-        rj::Document cfg;
-        cfg.Parse(call.config.c_str());
         std::string base;
-        if (!cfg.HasParseError() && cfg.IsObject() && cfg.HasMember("url") &&
-            cfg["url"].IsString()) {
-            base = cfg["url"].GetString();
+        if (auto cfg = core::json::try_parse(call.config, core::json::kPayload)) {
+            base = core::json::string_or(*cfg, "url");
         }
         if (base.empty()) throw source_error("http_json: the connection's config has no \"url\"");
         while (!base.empty() && base.back() == '/') base.pop_back();
@@ -125,9 +124,11 @@ public:
             throw source_error("http_json: " + call.action + " answered HTTP " +
                                std::to_string(o.status) + ": " + o.body.substr(0, 500));
         }
-        rj::Document check;
-        check.Parse(o.body.c_str(), o.body.size());
-        if (check.HasParseError()) throw source_error("http_json: the answer is not JSON");
+        try {
+            (void)core::json::parse(o.body, core::json::kDocument);
+        } catch (const core::json::parse_error& e) {
+            throw source_error(std::string("http_json: the answer is not JSON: ") + e.what());
+        }
         co_return o.body;
     }
 };

@@ -19,6 +19,7 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/error.hpp"
+#include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "text.hpp"
 
@@ -581,9 +582,11 @@ net::awaitable<http::response> service::embed_handler(http::request req) {
                                         "the body must be application/json");
     }
     rapidjson::Document doc;
-    doc.Parse(req.body.data(), req.body.size());
-    if (doc.HasParseError()) {
-        co_return http::response::error(400, "invalid_json", "the body is not valid JSON");
+    try {
+        doc = core::json::parse(req.body, core::json::kRequestBody);
+    } catch (const core::json::parse_error& e) {
+        co_return http::response::error(400, "invalid_json",
+                                        std::string("the body is not valid JSON: ") + e.what());
     }
     if (!doc.IsObject() || !doc.HasMember("input") || !doc["input"].IsString()) {
         co_return http::response::error(400, "invalid_request",

@@ -6,6 +6,8 @@
 
 #include <rapidjson/document.h>
 
+#include "awp/core/json.hpp"
+
 namespace awp::embedder {
 
 namespace {
@@ -281,17 +283,17 @@ std::size_t utf8_length(std::string_view s) {
 }
 
 body_text extract_rich_text(std::string_view json) {
-    rapidjson::Document doc;
-    doc.Parse(json.data(), json.size());
-    if (doc.HasParseError()) return body_text{std::string(json), {}};
+    // Depth is bounded here: rich_text_builder walks the document recursively.
+    auto parsed = core::json::try_parse(json, core::json::kDocument);
+    if (!parsed) return body_text{std::string(json), {}};
+    const rapidjson::Document& doc = *parsed;
     // A JSON string that itself holds a JSON document (content stored as text).
     if (doc.IsString()) {
         const std::string_view inner(doc.GetString(), doc.GetStringLength());
-        rapidjson::Document nested;
-        nested.Parse(inner.data(), inner.size());
-        if (!nested.HasParseError() && (nested.IsObject() || nested.IsArray())) {
+        auto nested = core::json::try_parse(inner, core::json::kDocument);
+        if (nested && (nested->IsObject() || nested->IsArray())) {
             rich_text_builder b;
-            b.node(nested);
+            b.node(*nested);
             return std::move(b).take();
         }
         return body_text{std::string(trim(inner)), {}};

@@ -10,6 +10,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "awp/core/json.hpp"
+
 namespace awp::dispatcher {
 
 namespace {
@@ -55,11 +57,10 @@ std::string json_text(const rapidjson::Value& v) {
 }
 
 std::optional<std::string> payload_string(const inbox_item& item, const char* key) {
-    rapidjson::Document d;
-    d.Parse(item.payload_json.c_str(), item.payload_json.size());
-    if (d.HasParseError() || !d.IsObject()) return std::nullopt;
-    auto it = d.FindMember(key);
-    if (it == d.MemberEnd() || !it->value.IsString() || it->value.GetStringLength() == 0) {
+    auto d = core::json::try_parse(item.payload_json, core::json::kPayload);
+    if (!d || !d->IsObject()) return std::nullopt;
+    auto it = d->FindMember(key);
+    if (it == d->MemberEnd() || !it->value.IsString() || it->value.GetStringLength() == 0) {
         return std::nullopt;
     }
     return std::string(it->value.GetString(), it->value.GetStringLength());
@@ -87,9 +88,9 @@ std::string build_message(const inbox_item& item, const std::vector<blocker>& bl
          std::to_string(item.max_attempts) + ")\n";
     if (item.task_id) m += "Task: " + *item.task_id + "\n";
 
-    rapidjson::Document d;
-    d.Parse(item.payload_json.c_str(), item.payload_json.size());
-    if (!d.HasParseError() && d.IsObject() && d.MemberCount() > 0) {
+    const auto d = core::json::try_parse(item.payload_json, core::json::kPayload)
+                       .value_or(rapidjson::Document{});
+    if (d.IsObject() && d.MemberCount() > 0) {
         std::string ctx;
         for (auto it = d.MemberBegin(); it != d.MemberEnd(); ++it) {
             const std::string key(it->name.GetString(), it->name.GetStringLength());

@@ -48,8 +48,11 @@ std::string token_from_ssr_value(std::string value) {
     if (value.empty()) return {};
     if (value.front() != '{' && value.front() != '[' && value.front() != '"') return value;
     rapidjson::Document d;
-    d.Parse(value.c_str(), value.size());
-    if (d.HasParseError()) return {};
+    try {
+        d = core::json::parse(value, core::json::kSmall);
+    } catch (const core::json::parse_error&) {
+        return {};
+    }
     if (d.IsString()) return d.GetString();
     if (d.IsObject()) {
         auto it = d.FindMember("access_token");
@@ -150,8 +153,11 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
         throw unauthorized(std::string("invalid access token: ") + e.what());
     }
     rapidjson::Document d;
-    d.Parse(claims.c_str(), claims.size());
-    if (d.HasParseError() || !d.IsObject()) throw unauthorized("invalid access token claims");
+    try {
+        d = core::json::parse_object(claims, core::json::kSmall);
+    } catch (const core::json::parse_error&) {
+        throw unauthorized("invalid access token claims");
+    }
     principal p;
     p.claims_json = claims;
     auto str = [&](const rapidjson::Value& o, const char* k) -> std::string {

@@ -75,11 +75,10 @@ int int_param(const request& r, std::string_view name, int fallback, int lo, int
 /// The DevTools endpoint of an agent: agents.config browser.cdpUrl (or browser.cdp_url), else
 /// the gateway's API_BROWSER_CDP_URL.
 std::string cdp_url_of(const agent_home& a, const std::string& fallback) {
-    rapidjson::Document d;
-    d.Parse(a.config_json.c_str(), a.config_json.size());
-    if (d.HasParseError() || !d.IsObject()) return fallback;
-    auto b = d.FindMember("browser");
-    if (b == d.MemberEnd() || !b->value.IsObject()) return fallback;
+    auto d = core::json::try_parse(a.config_json, core::json::kPayload);
+    if (!d || !d->IsObject()) return fallback;
+    auto b = d->FindMember("browser");
+    if (b == d->MemberEnd() || !b->value.IsObject()) return fallback;
     for (const char* key : {"cdpUrl", "cdp_url"}) {
         auto u = b->value.FindMember(key);
         if (u == b->value.MemberEnd() || u->value.IsNull()) continue;
@@ -172,13 +171,12 @@ net::awaitable<std::vector<page_tab>> list_pages(cdp_peer peer, steady::time_poi
         throw unreachable("the agent's browser answered " + std::to_string(answer->status) +
                           " to /json/list");
     }
-    rapidjson::Document d;
-    d.Parse(answer->body.c_str(), answer->body.size());
-    if (d.HasParseError() || !d.IsArray()) {
+    auto d = core::json::try_parse(answer->body, core::json::kDocument);
+    if (!d || !d->IsArray()) {
         throw unreachable("the agent's browser answered /json/list with no target list");
     }
     std::vector<page_tab> tabs;
-    for (const auto& t : d.GetArray()) {
+    for (const auto& t : d->GetArray()) {
         if (!t.IsObject() || member_string(t, "type") != "page") continue;
         page_tab tab;
         tab.id = member_string(t, "id");
@@ -240,9 +238,8 @@ viewport viewport_of(const rapidjson::Value& result) {
 
 /// One CDP command's reply: `result`, or 502 with the browser's error message.
 std::optional<rapidjson::Document> reply_for(int id, const std::string& text) {
-    auto d = std::make_optional<rapidjson::Document>();
-    d->Parse(text.c_str(), text.size());
-    if (d->HasParseError() || !d->IsObject()) {
+    auto d = core::json::try_parse(text, core::json::kDocument);
+    if (!d || !d->IsObject()) {
         throw unreachable("the agent's browser sent a DevTools message that is not JSON");
     }
     auto idm = d->FindMember("id");

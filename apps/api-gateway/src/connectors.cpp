@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "awp/core/error.hpp"
+#include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
 #include "awp/http/client.hpp"
@@ -106,8 +107,11 @@ connector_endpoint parse_endpoint(const rapidjson::Value& o, const std::string& 
 
 connector parse_connector(std::string_view text, std::string_view dir_name, const env_lookup& env) {
     rapidjson::Document d;
-    d.Parse(text.data(), text.size());
-    if (d.HasParseError()) throw error("not valid JSON");
+    try {
+        d = core::json::parse(text, core::json::kSmall);
+    } catch (const core::json::parse_error& e) {
+        throw error(std::string("not valid JSON: ") + e.what());
+    }
     if (!d.IsObject()) throw error("the manifest must be a JSON object");
     connector c;
     c.id = req_str(d, "id", "");

@@ -315,9 +315,8 @@ net::awaitable<response> gateway::embed(request r) {
         throw http_error(502, "embedder_error",
                          "the embedder answered " + std::to_string(answer->status));
     }
-    rapidjson::Document d;
-    d.Parse(answer->body.c_str(), answer->body.size());
-    if (d.HasParseError() || !d.IsObject() || !d.HasMember("embedding")) {
+    auto d = core::json::try_parse(answer->body, core::json::kDocument);
+    if (!d || !d->IsObject() || !d->HasMember("embedding")) {
         throw http_error(502, "embedder_error", "the embedder's answer is not an embedding");
     }
     co_return response::json(200, std::move(answer->body));
@@ -345,10 +344,14 @@ void gateway::load_templates() {
         std::stringstream ss;
         ss << in.rdbuf();
         rapidjson::Document d;
-        const auto text = ss.str();
-        d.Parse(text.c_str(), text.size());
-        if (d.HasParseError() || !d.IsObject() || !d.HasMember("name") || !d["name"].IsString()) {
-            core::log::warn("bad template manifest", {{"template", dir}});
+        try {
+            d = core::json::parse_object(ss.str(), core::json::kSmall);
+        } catch (const core::json::parse_error& bad) {
+            core::log::warn("bad template manifest", {{"template", dir}, {"error", bad.what()}});
+            continue;
+        }
+        if (!d.HasMember("name") || !d["name"].IsString()) {
+            core::log::warn("bad template manifest", {{"template", dir}, {"error", "no name"}});
             continue;
         }
         json_out o;

@@ -6,12 +6,12 @@
 namespace awp::api {
 
 rapidjson::Document parse_object_body(std::string_view body) {
-    rapidjson::Document d;
-    d.Parse(body.data(), body.size());
-    if (d.HasParseError() || !d.IsObject()) {
-        throw http::http_error(400, "malformed_json", "the body must be a JSON object");
+    try {
+        return core::json::parse_object(body, core::json::kRequestBody);
+    } catch (const core::json::parse_error& e) {
+        throw http::http_error(400, "malformed_json",
+                               std::string("the body must be a JSON object: ") + e.what());
     }
-    return d;
 }
 
 std::optional<std::string> opt_string(const rapidjson::Value& o, const char* name) {

@@ -6,21 +6,13 @@
 #include <string_view>
 
 #include <rapidjson/document.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
+
+#include "awp/core/json.hpp"
 
 namespace awp::api {
 
-/// A JSON text built with RapidJSON's writer: `json_out j; j.w.StartObject(); ... j.str()`.
-struct json_out {
-    rapidjson::StringBuffer buf;
-    rapidjson::Writer<rapidjson::StringBuffer> w{buf};
-    void key(std::string_view k) { w.Key(k.data(), static_cast<rapidjson::SizeType>(k.size())); }
-    void str(std::string_view v) { w.String(v.data(), static_cast<rapidjson::SizeType>(v.size())); }
-    void kv(std::string_view k, std::string_view v) {
-        key(k);
-        str(v);
-    }
+/// core::json::writer with the gateway's nullable-string helper.
+struct json_out : core::json::writer {
     void kv_opt(std::string_view k, const std::optional<std::string>& v) {
         key(k);
         if (v) {
@@ -29,14 +21,10 @@ struct json_out {
             w.Null();
         }
     }
-    /// Inserts already serialised JSON as a value.
-    void raw(std::string_view json) {
-        w.RawValue(json.data(), json.size(), rapidjson::kObjectType);
-    }
-    [[nodiscard]] std::string str() const { return {buf.GetString(), buf.GetSize()}; }
 };
 
-/// A JSON object body; throws http_error 400 when it is not JSON or not an object.
+/// A JSON object body (core::json::kRequestBody limits); throws http_error 400 naming what is
+/// wrong when it is not JSON or not an object.
 rapidjson::Document parse_object_body(std::string_view body);
 
 /// Optional string member; throws http_error 422 naming the field when it has another type.

@@ -79,10 +79,11 @@ rapidjson::Document read_json(const std::string& path) {
         text.append(buf, static_cast<std::size_t>(n));
     }
     ::close(fd);
-    d.Parse(text.c_str(), text.size());
-    if (d.HasParseError() || !d.IsObject()) {
-        throw registry_error(fs::path(path).filename().string() +
-                             " is corrupt (not a JSON object); fix or remove it");
+    try {
+        d = core::json::parse_object(text, core::json::kDocument);
+    } catch (const core::json::parse_error& e) {
+        throw registry_error(fs::path(path).filename().string() + " is corrupt (" + e.what() +
+                             "); fix or remove it");
     }
     return d;
 }

@@ -152,13 +152,9 @@ std::optional<oauth_state> open_state(const std::string& value, const std::strin
     } catch (const std::exception&) {
         return std::nullopt;
     }
-    rapidjson::Document d;
-    d.Parse(plain.c_str(), plain.size());
-    if (d.HasParseError() || !d.IsObject()) return std::nullopt;
-    auto str = [&](const char* k) -> std::string {
-        auto it = d.FindMember(k);
-        return it != d.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
-    };
+    auto d = core::json::try_parse(plain, core::json::kSmall);
+    if (!d || !d->IsObject()) return std::nullopt;
+    auto str = [&](const char* k) { return core::json::string_or(*d, k); };
     oauth_state s;
     s.state = str("s");
     s.verifier = str("v");
@@ -168,8 +164,8 @@ std::optional<oauth_state> open_state(const std::string& value, const std::strin
     s.gateway_id = str("g");
     s.connection_id = str("c");
     s.redirect_uri = str("r");
-    auto e = d.FindMember("e");
-    if (e == d.MemberEnd() || !e->value.IsInt64()) return std::nullopt;
+    auto e = d->FindMember("e");
+    if (e == d->MemberEnd() || !e->value.IsInt64()) return std::nullopt;
     s.exp = e->value.GetInt64();
     if (s.provider != provider || s.state.empty() || s.verifier.empty()) return std::nullopt;
     return s;
@@ -318,9 +314,11 @@ std::optional<std::string> bounded(std::optional<std::string> v, const char* fie
 
 std::string normalise_items(const connector& c, const std::string& body) {
     rapidjson::Document d;
-    d.Parse(body.c_str(), body.size());
-    if (d.HasParseError()) {
-        throw http_error(502, "provider_bad_answer", c.label + " did not answer with JSON");
+    try {
+        d = core::json::parse(body, core::json::kDocument);
+    } catch (const core::json::parse_error& e) {
+        throw http_error(502, "provider_bad_answer",
+                         c.label + " did not answer with JSON (" + e.what() + ")");
     }
     const rapidjson::Value* items = &d;
     if (!c.items_field.empty()) items = d.IsObject() ? json_at(d, c.items_field) : nullptr;
@@ -380,9 +378,9 @@ std::string normalise_items(const connector& c, const std::string& body) {
     }
     if (a.status >= 400 && a.status < 500) {
         std::string reason;
-        rapidjson::Document d;
-        d.Parse(a.body.c_str(), a.body.size());
-        if (!d.HasParseError() && d.IsObject()) {
+        auto d = core::json::try_parse(a.body, core::json::kDocument)
+                     .value_or(rapidjson::Document{});  // not JSON: no reason to quote
+        if (d.IsObject()) {
             for (const char* k : {"error_description", "message", "error"}) {
                 if (auto v = json_scalar_text(json_at(d, k))) {
                     reason = safe_text(*v, token);
@@ -413,9 +411,8 @@ struct token_answer {
 
 token_answer parse_token_answer(const connector& c, const upstream_answer& a) {
     token_answer t;
-    rapidjson::Document d;
-    d.Parse(a.body.c_str(), a.body.size());
-    if (!d.HasParseError() && d.IsObject()) {
+    auto d = core::json::try_parse(a.body, core::json::kDocument).value_or(rapidjson::Document{});
+    if (d.IsObject()) {
         auto s = [&](const char* k) { return json_scalar_text(json_at(d, k)).value_or(""); };
         t.access_token = s("access_token");
         t.refresh_token = s("refresh_token");
@@ -575,9 +572,8 @@ net::awaitable<response> gateway::sources_validate(request r) {
     if (!a.answered) transport_error(a, c, "validate");
     if (a.status < 200 || a.status >= 300) provider_status_error(a, c, token);
     std::optional<std::string> account;
-    rapidjson::Document d;
-    d.Parse(a.body.c_str(), a.body.size());
-    if (!d.HasParseError() && d.IsObject()) {
+    auto d = core::json::try_parse(a.body, core::json::kDocument).value_or(rapidjson::Document{});
+    if (d.IsObject()) {
         for (const char* k : {"ok", "valid"}) {
             if (const auto* v = json_at(d, k); v && v->IsBool() && !v->GetBool()) {
                 const auto why = json_scalar_text(json_at(d, "error")).value_or("");

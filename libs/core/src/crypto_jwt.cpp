@@ -10,6 +10,7 @@
 #include <rapidjson/document.h>
 
 #include "awp/core/crypto.hpp"
+#include "awp/core/json.hpp"
 
 namespace awp::core::crypto {
 namespace {
@@ -42,9 +43,7 @@ std::string describe_alg(const char* alg) {
 std::string jwt_sign_hs256(std::string_view claims_json, std::string_view secret) {
     if (secret.empty()) throw crypto_error("JWT secret is empty");
     if (secret.size() > INT_MAX) throw crypto_error("JWT secret is too large");
-    rapidjson::Document doc;
-    doc.Parse(claims_json.data(), claims_json.size());
-    if (doc.HasParseError() || !doc.IsObject()) {
+    if (!json::try_parse(claims_json, json::kSmall).value_or(rapidjson::Document{}).IsObject()) {
         throw crypto_error("JWT claims must be a JSON object");
     }
     jwt_t* raw = nullptr;
@@ -99,9 +98,8 @@ std::string jwt_verify_hs256(std::string_view token, std::string_view secret,
     if (!claims_text) throw token_error(token_failure::malformed, "token has no claims");
     std::string claims(claims_text.get());
 
-    rapidjson::Document doc;
-    doc.Parse(claims.data(), claims.size());
-    if (doc.HasParseError() || !doc.IsObject()) {
+    const auto doc = json::try_parse(claims, json::kSmall).value_or(rapidjson::Document{});
+    if (!doc.IsObject()) {
         throw token_error(token_failure::malformed, "token claims are not a JSON object");
     }
     const auto now = std::chrono::duration<double>(

@@ -1,7 +1,7 @@
 // Reading the JSON files of a model folder with RapidJSON, with errors that name the file.
 #include "json_file.hpp"
 
-#include <rapidjson/error/en.h>
+#include <awp/core/json.hpp>
 #include <awp/embed/error.hpp>
 
 #include <fstream>
@@ -26,14 +26,12 @@ std::string read_file(const std::filesystem::path& file) {
 rapidjson::Document read_json(const std::filesystem::path& file) {
     if (!std::filesystem::exists(file)) throw error(display_name(file) + ": missing");
     const std::string text = read_file(file);
-    rapidjson::Document doc;
-    doc.Parse(text.data(), text.size());
-    if (doc.HasParseError()) {
-        throw error(display_name(file) + ": invalid JSON at byte " +
-                    std::to_string(doc.GetErrorOffset()) + ": " +
-                    rapidjson::GetParseError_En(doc.GetParseError()));
+    try {
+        // tokenizer.json of a real model is a few MB; 64 MB bounds a hostile one.
+        return core::json::parse(text, core::json::kDocument);
+    } catch (const core::json::parse_error& e) {
+        throw error(display_name(file) + ": " + e.what());
     }
-    return doc;
 }
 
 namespace {

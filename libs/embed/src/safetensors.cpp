@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <awp/core/json.hpp>
 #include <awp/embed/error.hpp>
 #include <awp/embed/safetensors.hpp>
 
@@ -115,10 +116,14 @@ safetensors_file::safetensors_file(const std::filesystem::path& path) : path_(pa
             throw error(name + ": header length " + std::to_string(header_len) +
                         " does not fit the file (" + std::to_string(size_) + " bytes)");
         rapidjson::Document doc;
-        doc.Parse(reinterpret_cast<const char*>(bytes + 8), static_cast<std::size_t>(header_len));
-        if (doc.HasParseError() || !doc.IsObject())
-            throw error(name + ": header is not a JSON object (" +
-                        rapidjson::GetParseError_En(doc.GetParseError()) + ")");
+        try {
+            doc =
+                core::json::parse_object(std::string_view(reinterpret_cast<const char*>(bytes + 8),
+                                                          static_cast<std::size_t>(header_len)),
+                                         {kMaxHeader, 16});
+        } catch (const core::json::parse_error& e) {
+            throw error(name + ": header is not a JSON object (" + e.what() + ")");
+        }
         const std::size_t data_start = 8 + static_cast<std::size_t>(header_len);
         const std::size_t data_size = size_ - data_start;
         for (const auto& entry : doc.GetObject()) {
