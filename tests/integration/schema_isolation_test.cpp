@@ -310,3 +310,30 @@ TEST_CASE("current_tenant_id reads app_metadata, then tenant_id, then the defaul
     CHECK(tid(R"({"role":"authenticated"})") == kDefaultTenant);
     CHECK(tid("") == kDefaultTenant);
 }
+
+TEST_CASE("current_is_operator: the service role, or a session whose claims say operator",
+          "[schema][isolation]") {
+    scoped_database db;
+    auto c = db.api();
+    const std::string tenant = kDefaultTenant;
+    awp::test::as_user(c, tenant, "7d1c0a52-0000-4000-8000-00000000000a");
+    CHECK(one(c, "SELECT current_is_operator()") == "f");
+    c.exec("SELECT set_config('request.jwt.claims', $1, false)",
+           {R"({"role":"authenticated","sub":"u","app_metadata":{"tenant_id":")" + tenant +
+            R"(","awp_role":"operator"}})"});
+    CHECK(one(c, "SELECT current_is_operator()") == "t");
+    // A claim outside app_metadata is writable by the user on a hosted platform: not trusted.
+    c.exec(
+        "SELECT set_config('request.jwt.claims', $1, false)",
+        {R"({"role":"authenticated","sub":"u","awp_role":"operator","user_metadata":{"awp_role":"operator"}})"});
+    CHECK(one(c, "SELECT current_is_operator()") == "f");
+    awp::test::as_service(c);
+    CHECK(one(c, "SELECT current_is_operator()") == "t");
+    awp::test::as_anon(c);
+    CHECK(sqlstate_of([&] { c.exec("SELECT current_is_operator()"); }) == "42501");
+    auto admin = db.admin();
+    // Nobody is an operator unless made one.
+    CHECK(one(admin,
+              "INSERT INTO app_users (email, password_hash) VALUES ('o@x.test', '$argon2id$x') "
+              "RETURNING is_operator") == "f");
+}
