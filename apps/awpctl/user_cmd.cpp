@@ -16,6 +16,7 @@ struct user_options {
     std::string password;
     std::string tenant_id = "00000000-0000-0000-0000-000000000000";
     std::string display_name;
+    bool is_operator = false;
 };
 
 command add_user(CLI::App& root, context& ctx) {
@@ -28,6 +29,9 @@ command add_user(CLI::App& root, context& ctx) {
         ->envname("AWP_USER_PASSWORD");
     add->add_option("--tenant-id", o.tenant_id, "Tenant UUID")->capture_default_str();
     add->add_option("--name", o.display_name, "Display name");
+    add->add_flag("--operator", o.is_operator,
+                  "An operator: may register and switch workspaces and change the host's "
+                  "configuration (docs/security.md)");
     user->require_subcommand(1);
     return {user, [&ctx] {
                 if (sodium_init() < 0) throw core::error("libsodium failed to initialise");
@@ -46,14 +50,16 @@ command add_user(CLI::App& root, context& ctx) {
                 }
                 auto c = core::pg::connection::connect(ctx.database_url);
                 auto r = c.exec(
-                    "INSERT INTO public.app_users (tenant_id, email, password_hash, display_name) "
-                    "VALUES ($1, $2, $3, NULLIF($4, '')) RETURNING id::text",
-                    {o.tenant_id, o.email, std::string(hash), o.display_name});
+                    "INSERT INTO public.app_users (tenant_id, email, password_hash, display_name, "
+                    "is_operator) VALUES ($1, $2, $3, NULLIF($4, ''), $5::boolean) "
+                    "RETURNING id::text",
+                    {o.tenant_id, o.email, std::string(hash), o.display_name,
+                     std::string(o.is_operator ? "true" : "false")});
                 if (ctx.json) {
                     std::cout << "{\"id\":\"" << r.get<std::string>(0, 0) << "\"}\n";
                 } else {
-                    std::cout << "created user " << r.get<std::string>(0, 0) << " (" << o.email
-                              << ")\n";
+                    std::cout << "created " << (o.is_operator ? "operator " : "user ")
+                              << r.get<std::string>(0, 0) << " (" << o.email << ")\n";
                 }
                 return 0;
             }};

@@ -66,6 +66,18 @@ std::string user_token(const std::string& tenant, long ttl = 3600,
     return crypto::jwt_sign_hs256(claims, secret);
 }
 
+/// A session of a user whose claims say operator (awpctl user add --operator).
+std::string operator_token(const std::string& tenant) {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    return crypto::jwt_sign_hs256(
+        R"({"sub":")" + awp::core::uuid::generate_v4().to_string() +
+            R"(","role":"authenticated","exp":)" + std::to_string(now + 3600) +
+            R"(,"app_metadata":{"tenant_id":")" + tenant + R"(","awp_role":"operator"}})",
+        kSecret);
+}
+
 std::string error_code(const http::response& r) {
     rapidjson::Document d;
     d.Parse(r.body.c_str(), r.body.size());
@@ -330,16 +342,25 @@ TEST_CASE("embed: 502 when the embedder is down, 422 for bad input", "[api]") {
 TEST_CASE("workspace registry: add, list without keys, switch, corrupt file reported", "[api]") {
     awp::test::scoped_database db;
     gateway_process gw(db.api_dsn());
-    auto h = json_bearer(user_token(kDefaultTenant));
-    auto add = gw.request(
-        "POST", "/api/workspaces", h,
-        R"({"label":"Main","emoji":"🏠","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-SHOULD-NOT-LEAK-0123"})");
+    auto h = json_bearer(operator_token(kDefaultTenant));
+    const std::string main_body =
+        R"({"label":"Main","emoji":"🏠","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-SHOULD-NOT-LEAK-0123"})";
+    // Only an operator registers a workspace.
+    auto refused =
+        gw.request("POST", "/api/workspaces", json_bearer(user_token(kDefaultTenant)), main_body);
+    CHECK(refused.status == 403);
+    CHECK(error_code(refused) == "operator_required");
+    auto add = gw.request("POST", "/api/workspaces", h, main_body);
     REQUIRE(add.status == 201);
     CHECK(add.body.find("SHOULD-NOT-LEAK") == std::string::npos);
-    auto list = gw.get("/api/workspaces", bearer(user_token(kDefaultTenant)));
+    auto list = gw.get("/api/workspaces", bearer(operator_token(kDefaultTenant)));
     CHECK(list.status == 200);
     CHECK(list.body.find("Main") != std::string::npos);
     CHECK(list.body.find("SHOULD-NOT-LEAK") == std::string::npos);
+    // An ordinary user of the gateway's own database sees no workspace of the registry.
+    auto user_list = gw.get("/api/workspaces", bearer(user_token(kDefaultTenant)));
+    CHECK(user_list.status == 200);
+    CHECK(user_list.body.find("Main") == std::string::npos);
     auto cfg = gw.get("/api/config");
     CHECK(cfg.body.find("\"label\":\"Main\"") != std::string::npos);
     CHECK(cfg.body.find("SHOULD-NOT-LEAK") == std::string::npos);
@@ -352,21 +373,29 @@ TEST_CASE("workspace registry: add, list without keys, switch, corrupt file repo
     rapidjson::Document d;
     d.Parse(add.body.c_str());
     const std::string id = d["id"].GetString();
-    auto sw =
-        gw.get("/api/workspaces/switch?workspaceId=" + id, bearer(user_token(kDefaultTenant)));
+    auto svc = json_bearer(kServiceKey);
+    auto sw = gw.request("POST", "/api/workspaces/switch", svc, R"({"workspaceId":")" + id + "\"}");
     CHECK(sw.status == 200);
     CHECK(sw.header.get("set-cookie").value_or("").find(id) != std::string::npos);
-    CHECK(gw.get("/api/workspaces/switch?workspaceId=" + awp::core::uuid::generate_v4().to_string(),
-                 bearer(user_token(kDefaultTenant)))
+    // No state change on GET.
+    CHECK(gw.get("/api/workspaces/switch?workspaceId=" + id, bearer(kServiceKey)).status == 405);
+    // A session of another database cannot switch into this workspace.
+    auto foreign =
+        gw.request("POST", "/api/workspaces/switch", json_bearer(user_token(kDefaultTenant)),
+                   R"({"workspaceId":")" + id + "\"}");
+    CHECK(foreign.status == 403);
+    CHECK(error_code(foreign) == "workspace_session_required");
+    CHECK(gw.request("POST", "/api/workspaces/switch", svc,
+                     R"({"workspaceId":")" + awp::core::uuid::generate_v4().to_string() + "\"}")
               .status == 404);
-    CHECK(gw.get("/api/workspaces/switch?workspaceId=nope", bearer(user_token(kDefaultTenant)))
-              .status == 422);
+    CHECK(gw.request("POST", "/api/workspaces/switch", svc, R"({"workspaceId":"nope"})").status ==
+          422);
 
     auto val =
         gw.request("POST", "/api/workspaces/validate", h,
                    R"({"url":"http://127.0.0.1:9","serviceRoleKey":"svc-key-0123456789abcdef"})");
     CHECK(val.status == 422);
-    CHECK(val.body.find("unreachable") != std::string::npos);
+    CHECK(error_code(val) == "unreachable_or_rejected");
 
     { std::ofstream(gw.dir / "config" / "workspaces.json") << "{broken"; }
     auto corrupt = gw.get("/api/workspaces", bearer(user_token(kDefaultTenant)));

@@ -99,15 +99,33 @@ private:
     awp::test::child proc_;
 };
 
-std::string user_token(const std::string& tenant) {
+/// A session of the tenant: of the gateway's own database (workspace empty, signed with the
+/// JWT secret) or of a registered workspace (its claim, signed with that workspace's key, as
+/// POST /api/auth/login issues it); an operator's when `op`.
+std::string user_token(const std::string& tenant, const std::string& workspace = {},
+                       bool op = false) {
     const auto now = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-    return awp::core::crypto::jwt_sign_hs256(
+    const std::string claims =
         R"({"sub":")" + awp::core::uuid::generate_v4().to_string() +
-            R"(","role":"authenticated","exp":)" + std::to_string(now + 3600) +
-            R"(,"app_metadata":{"tenant_id":")" + tenant + R"("}})",
-        kSecret);
+        R"(","role":"authenticated","exp":)" + std::to_string(now + 3600) +
+        (workspace.empty() ? "" : R"(,"awp_workspace":")" + workspace + "\"") +
+        R"(,"app_metadata":{"tenant_id":")" + tenant + "\"" +
+        (op ? R"(,"awp_role":"operator")" : "") + "}}";
+    return awp::core::crypto::jwt_sign_hs256(
+        claims,
+        workspace.empty() ? kSecret : awp::core::crypto::workspace_session_key(kSecret, workspace));
+}
+
+std::string operator_token(const std::string& tenant) { return user_token(tenant, {}, true); }
+
+/// The service-role key (an operator) as a JSON client sends it.
+http::headers service() {
+    http::headers h;
+    h.add("Authorization", std::string("Bearer ") + kServiceKey);
+    h.add("Content-Type", "application/json");
+    return h;
 }
 
 http::headers session(const std::string& token, const std::string& workspace = {}) {
@@ -184,7 +202,7 @@ TEST_CASE("registry: concurrent writers in several processes lose nothing, files
     const auto config = dir.path / "config";
     gateway a(db.api_dsn(), config);
     gateway b(db.api_dsn(), config);
-    const auto token = user_token(kDefaultTenant);
+    const auto token = operator_token(kDefaultTenant);
     constexpr int kThreads = 3;
     constexpr int kEach = 6;
 
@@ -235,8 +253,8 @@ TEST_CASE("registry: concurrent writers in several processes lose nothing, files
                     target = *std::next(added.begin(),
                                         static_cast<long>(i) % static_cast<long>(added.size()));
                 }
-                auto sw = gw.request("GET", "/api/workspaces/switch?workspaceId=" + target,
-                                     session(token));
+                auto sw = gw.request("POST", "/api/workspaces/switch", service(),
+                                     R"({"workspaceId":")" + target + R"(","makeDefault":true})");
                 if (sw.status != 200) {
                     std::lock_guard lock(mu);
                     failures.push_back("switch -> " + std::to_string(sw.status) + " " + sw.body);
@@ -292,7 +310,7 @@ TEST_CASE("registry: a corrupt file is reported as 500 registry_corrupt and neve
     temp_dir dir;
     const auto config = dir.path / "config";
     gateway gw(db.api_dsn(), config);
-    const auto token = user_token(kDefaultTenant);
+    const auto token = operator_token(kDefaultTenant);
     auto first = gw.request("POST", "/api/workspaces", session(token),
                             add_body("First", "http://127.0.0.1:9"));
     REQUIRE(first.status == 201);
@@ -352,7 +370,7 @@ TEST_CASE("registry: a corrupt file is reported as 500 registry_corrupt and neve
     CHECK(gw.log().find("workspace registry unusable") != std::string::npos);
 }
 
-TEST_CASE("workspaces: one pool per workspace, the same session sees the active workspace's rows",
+TEST_CASE("workspaces: a session is bound to its workspace's database, one pool per workspace",
           "[api][workspaces]") {
     awp::test::scoped_database own;
     awp::test::scoped_database alpha;
@@ -374,9 +392,9 @@ TEST_CASE("workspaces: one pool per workspace, the same session sees the active 
     temp_dir dir;
     const auto config = dir.path / "config";
     gateway gw(own.api_dsn(), config, {{"API_WORKSPACE_POOLS", "2"}});
-    const auto token = user_token(kDefaultTenant);
-    auto tenant_name = [&](const std::string& workspace) {
-        auto r = gw.request("GET", "/api/auth/session", session(token, workspace));
+    const auto own_token = user_token(kDefaultTenant);
+    auto tenant_name = [&](const std::string& token, const std::string& cookie = {}) {
+        auto r = gw.request("GET", "/api/auth/session", session(token, cookie));
         if (r.status != 200) return "<" + std::to_string(r.status) + " " + r.body + ">";
         auto d = parse(r.body);
         return std::string(d["tenant"]["name"].GetString());
@@ -389,54 +407,80 @@ TEST_CASE("workspaces: one pool per workspace, the same session sees the active 
     };
 
     // No workspace registered: the gateway's own database.
-    CHECK(tenant_name("") == "Own");
-    CHECK(
-        parse(gw.request("GET", "/api/auth/session", session(token)).body)["workspaceId"].IsNull());
+    CHECK(tenant_name(own_token) == "Own");
+    CHECK(parse(gw.request("GET", "/api/auth/session", session(own_token)).body)["workspaceId"]
+              .IsNull());
 
     auto add = [&](const std::string& label, const std::string& url) {
-        auto r = gw.request("POST", "/api/workspaces", session(token), add_body(label, url));
+        auto r = gw.request("POST", "/api/workspaces", session(operator_token(kDefaultTenant)),
+                            add_body(label, url));
         REQUIRE(r.status == 201);
         return std::string(parse(r.body)["id"].GetString());
     };
     const auto a = add("Alpha", api_url(alpha));
     const auto b = add("Beta", api_url(beta));
+    const auto ta = user_token(kDefaultTenant, a);
+    const auto tb = user_token(kDefaultTenant, b);
 
-    // The first workspace added is active for requests without a cookie.
-    CHECK(tenant_name("") == "Alpha");
-    // The cookie picks the workspace per request: same token, different databases.
-    CHECK(tenant_name(b) == "Beta");
-    CHECK(tenant_name(a) == "Alpha");
+    // Each session reaches its own workspace's database, whatever the cookie says.
+    CHECK(tenant_name(ta) == "Alpha");
+    CHECK(tenant_name(tb) == "Beta");
+    CHECK(tenant_name(ta, b) == "Alpha");
+    CHECK(tenant_name(own_token, b) == "Own");  // a cookie never moves a session
+    auto who = parse(gw.request("GET", "/api/auth/session", session(tb)).body);
+    CHECK(std::string(who["workspaceId"].GetString()) == b);
+    // A session of one workspace is refused by every other: the claim names b but the token is
+    // signed for a, or with the gateway's own secret.
+    {
+        const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+        const std::string claims = R"({"sub":"u","role":"authenticated","exp":)" +
+                                   std::to_string(now + 600) + R"(,"awp_workspace":")" + b +
+                                   R"(","app_metadata":{"tenant_id":")" + kDefaultTenant + "\"}}";
+        for (const auto& key :
+             {awp::core::crypto::workspace_session_key(kSecret, a), std::string(kSecret)}) {
+            auto forged = awp::core::crypto::jwt_sign_hs256(claims, key);
+            CHECK(gw.request("GET", "/api/auth/session", session(forged)).status == 401);
+        }
+    }
+    // The service role picks a workspace by cookie.
     CHECK(sees_agent(b, "beta-agent") == 200);
     CHECK(sees_agent(b, "alpha-agent") == 404);
     CHECK(sees_agent(a, "alpha-agent") == 200);
     CHECK(sees_agent(a, "beta-agent") == 404);
-    auto who = parse(gw.request("GET", "/api/auth/session", session(token, b)).body);
-    CHECK(std::string(who["workspaceId"].GetString()) == b);
-    // A cookie naming no registered workspace falls back to the registry's active one.
-    CHECK(tenant_name(awp::core::uuid::generate_v4().to_string()) == "Alpha");
-    // Switching moves the registry's active workspace (requests without a cookie follow).
-    CHECK(gw.request("GET", "/api/workspaces/switch?workspaceId=" + b, session(token)).status ==
-          200);
-    CHECK(tenant_name("") == "Beta");
+    // Switching needs a session of the workspace switched to.
+    CHECK(
+        gw.request("POST", "/api/workspaces/switch", session(tb), R"({"workspaceId":")" + b + "\"}")
+            .status == 200);
+    CHECK(
+        gw.request("POST", "/api/workspaces/switch", session(ta), R"({"workspaceId":")" + b + "\"}")
+            .status == 403);
     // Each workspace has its own connections.
     CHECK(backends(own, alpha.name()) >= 1);
     CHECK(backends(own, beta.name()) >= 1);
 
-    // The password of a DSN never leaves the registry file.
+    // The password of a DSN never leaves the registry file; users see no DSN at all.
     const auto password = awp::test::require_env("AWP_PG_API_PASSWORD");
-    CHECK(gw.request("GET", "/api/workspaces", session(token)).body.find(password) ==
-          std::string::npos);
-    CHECK(gw.request("GET", "/api/config").body.find(password) == std::string::npos);
+    CHECK(gw.request("GET", "/api/workspaces", session(operator_token(kDefaultTenant)))
+              .body.find(password) == std::string::npos);
+    auto user_view = gw.request("GET", "/api/workspaces", session(ta));
+    CHECK(user_view.body.find("postgresql://") == std::string::npos);
+    CHECK(user_view.body.find(b) == std::string::npos);  // nor the other workspaces
+    CHECK(user_view.body.find(a) != std::string::npos);
+    CHECK(gw.request("GET", "/api/config").body.find("postgresql://") == std::string::npos);
+    CHECK(gw.request("GET", "/api/config").body.find("awp_api") == std::string::npos);
     CHECK(gw.log().find(password) == std::string::npos);
 
     // At most two workspace pools (API_WORKSPACE_POOLS=2): a third closes the least recently
     // used one (alpha, last used before beta), and its connections go.
     const auto g = add("Gamma", api_url(gamma));
-    CHECK(tenant_name(b) == "Beta");
-    CHECK(tenant_name(g) == "Gamma");
+    const auto tg = user_token(kDefaultTenant, g);
+    CHECK(tenant_name(tb) == "Beta");
+    CHECK(tenant_name(tg) == "Gamma");
     CHECK(backends_become(own, alpha.name(), 0));
     CHECK(backends(own, gamma.name()) >= 1);
-    CHECK(tenant_name(a) == "Alpha");  // reopened on demand
+    CHECK(tenant_name(ta) == "Alpha");  // reopened on demand
 
     // A workspace removed from the registry (or given another url) loses its pool.
     {
@@ -460,26 +504,40 @@ TEST_CASE("workspaces: one pool per workspace, the same session sees the active 
         fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write);
         fs::rename(tmp, config / "workspaces.json");
     }
-    CHECK(tenant_name(b) == "Beta");  // the next request sees the change
+    CHECK(tenant_name(tb) == "Beta");  // the next request sees the change
     CHECK(backends_become(own, alpha.name(), 0));
     CHECK(backends_become(own, gamma.name(), 0));
-    CHECK(tenant_name(g) == "Beta");  // gamma's workspace now points at beta's database
-    CHECK(tenant_name(a) == "Beta");  // gone: the registry's active one (beta) serves
+    CHECK(tenant_name(tg) == "Beta");  // gamma's workspace now points at beta's database
+    // A session of a workspace that left the registry is refused, never sent elsewhere.
+    CHECK(gw.request("GET", "/api/auth/session", session(ta)).status == 401);
     CHECK(gw.log().find("workspace pool closed") != std::string::npos);
 
     // A platform URL (http) has no pool: database routes say so, others keep working.
     const auto platform = add("Platform", "http://127.0.0.1:9");
-    auto unsupported = gw.request("GET", "/api/auth/session", session(token, platform));
+    const auto tp = user_token(kDefaultTenant, platform);
+    auto unsupported = gw.request("GET", "/api/auth/session", session(tp));
     CHECK(unsupported.status == 502);
     CHECK(error_code(unsupported) == "workspace_unsupported");
-    CHECK(gw.request("GET", "/api/agents/templates", session(token, platform)).status == 200);
+    CHECK(gw.request("GET", "/api/agents/templates", session(tp)).status == 200);
 
     // A DSN whose database cannot be reached: 502 database_unreachable, no password anywhere.
     const auto dead = add("Dead", "postgresql://awp_api:" + password +
                                       "@127.0.0.1:" + std::to_string(free_port()) + "/nothing");
-    auto unreachable = gw.request("GET", "/api/auth/session", session(token, dead));
+    auto unreachable =
+        gw.request("GET", "/api/auth/session", session(user_token(kDefaultTenant, dead)));
     CHECK(unreachable.status == 502);
     CHECK(error_code(unreachable) == "database_unreachable");
     CHECK(unreachable.body.find(password) == std::string::npos);
     CHECK(gw.log().find(password) == std::string::npos);
+
+    // A DSN of a role that escapes row-level security (here the superuser through the Unix
+    // socket) is refused at connect, whoever registered it.
+    const auto admin_url = "postgresql://postgres@/" + beta.name() +
+                           "?host=" + awp::test::require_env("AWP_PG_SOCKET_DIR") +
+                           "&port=" + awp::test::require_env("AWP_PG_PORT");
+    const auto su = add("Superuser", admin_url);
+    auto unsafe = gw.request("GET", "/api/auth/session", session(user_token(kDefaultTenant, su)));
+    CHECK(unsafe.status == 502);
+    CHECK(error_code(unsafe) == "workspace_role_unsafe");
+    CHECK(unsafe.body.find("Beta") == std::string::npos);
 }

@@ -3,6 +3,8 @@
 // Argon2id and per-account / per-address rate limits.
 #include <sodium.h>
 
+#include <limits>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -20,8 +22,6 @@ namespace crypto = core::crypto;
 using http::http_error;
 
 namespace {
-
-constexpr std::string_view kDefaultTenant = "00000000-0000-0000-0000-000000000000";
 
 http_error unauthorized(const std::string& message) {
     http_error e(401, "unauthenticated", message);
@@ -61,6 +61,31 @@ std::string token_from_ssr_value(std::string value) {
     }
     if (d.IsArray() && !d.Empty() && d[0].IsString()) return d[0].GetString();  // older ssr
     return {};
+}
+
+/// The awp_workspace claim of a token, read BEFORE its signature is checked, only to choose
+/// the key to check it with: "" when absent; nullopt when the token is not a JWT with a JSON
+/// object payload (the verification below says why).
+std::optional<std::string> unverified_workspace_claim(std::string_view token) {
+    const auto a = token.find('.');
+    const auto b = a == std::string_view::npos ? a : token.find('.', a + 1);
+    if (b == std::string_view::npos || b - a - 1 > 16 * 1024) return std::nullopt;
+    std::string payload;
+    try {
+        payload = crypto::base64url_decode(token.substr(a + 1, b - a - 1));
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    auto d = core::json::try_parse(payload, core::json::kSmall);
+    if (!d || !d->IsObject()) return std::nullopt;
+    auto it = d->FindMember(kWorkspaceClaim);
+    if (it == d->MemberEnd()) return std::string();
+    if (!it->value.IsString()) return std::nullopt;
+    return std::string(it->value.GetString(), it->value.GetStringLength());
+}
+
+http_error forbidden(const char* code, const std::string& message) {
+    return http_error(403, code, message);
 }
 
 bool is_ssr_cookie_base(std::string_view name) {
@@ -143,12 +168,21 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
         if (revoked(*hit)) throw unauthorized("the session has been signed out");
         return hit;
     }
+    // A session awp issued for a registered workspace is signed with that workspace's key
+    // (crypto::workspace_session_key); anything else with JWT_SECRET. The claim only picks the
+    // key: a token that names workspace A but is signed for B (or with JWT_SECRET) fails below.
+    auto ws_claim = unverified_workspace_claim(token);
+    std::string key = cfg_.jwt_secret;
+    if (ws_claim && !ws_claim->empty()) {
+        if (!core::is_valid_uuid(*ws_claim)) throw unauthorized("the token's workspace is invalid");
+        key = crypto::workspace_session_key(cfg_.jwt_secret, *ws_claim);
+    }
     std::string claims;
     try {
         crypto::jwt_verify_options o;
         o.require_exp = true;
         o.leeway = std::chrono::seconds(static_cast<long>(kLeeway));
-        claims = crypto::jwt_verify_hs256(token, cfg_.jwt_secret, o);
+        claims = crypto::jwt_verify_hs256(token, key, o);
     } catch (const crypto::token_error& e) {
         throw unauthorized(std::string("invalid access token: ") + e.what());
     }
@@ -171,8 +205,13 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     const double exp = number("exp", 0);  // verified present
     const double nbf = number("nbf", -1e18);
     const auto role = str(d, "role");
+    p.workspace_id = str(d, kWorkspaceClaim);
     if (role == "service_role") {
+        // The platform-wide role: only a token of the gateway's own secret carries it.
+        if (!p.workspace_id.empty())
+            throw unauthorized("a workspace session cannot be service_role");
         p.who = principal::kind::service;
+        p.is_operator = true;
         tokens_.put(text, p, exp, nbf, now);
         return p;
     }
@@ -185,11 +224,17 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     p.jti = str(d, "jti");
     if (auto am = d.FindMember("app_metadata"); am != d.MemberEnd() && am->value.IsObject()) {
         p.tenant_id = str(am->value, "tenant_id");
+        p.is_operator = str(am->value, "awp_role") == "operator";
     }
     if (p.tenant_id.empty()) p.tenant_id = str(d, "tenant_id");
-    if (p.tenant_id.empty()) p.tenant_id = kDefaultTenant;
-    if (!core::is_valid_uuid(p.tenant_id)) throw unauthorized("the token's tenant is not a UUID");
     if (p.sub.empty()) throw unauthorized("the token has no subject");
+    // No tenant, no data: never a default tenant (SQL's current_tenant_id() agrees).
+    if (p.tenant_id.empty()) {
+        throw forbidden("no_tenant",
+                        "the session has no tenant (app_metadata.tenant_id); an administrator "
+                        "must assign the user to a tenant");
+    }
+    if (!core::is_valid_uuid(p.tenant_id)) throw unauthorized("the token's tenant is not a UUID");
     p.exp = static_cast<long long>(exp);
     // Only tokens that passed every check are remembered; failures are never cached.
     tokens_.put(text, p, exp, nbf, now);
@@ -198,6 +243,7 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
 }
 
 void gateway::pick_database(const request& r, principal& p) const {
+    const std::string session_ws = p.who == principal::kind::user ? p.workspace_id : "";
     p.workspace_id.clear();
     p.workspace_url.clear();
     p.registry_error.clear();
@@ -208,6 +254,7 @@ void gateway::pick_database(const request& r, principal& p) const {
         // Which database the caller means is unknown: database routes answer 500 rather than
         // guess (the gateway's own database may hold another workspace's data).
         p.registry_error = e.what();
+        p.workspace_id = session_ws;
         return;
     }
     if (db_->retained_generation() != snap->generation) {
@@ -215,10 +262,34 @@ void gateway::pick_database(const request& r, principal& p) const {
         for (const auto& w : snap->all) live.emplace(w.id, w.url);
         db_->retain(snap->generation, live);
     }
+    if (p.who == principal::kind::user) {
+        // A session is bound to the workspace it was issued for; no cookie moves it.
+        if (session_ws.empty()) return;  // the gateway's own database
+        for (const auto& w : snap->all) {
+            if (w.id == session_ws) {
+                p.workspace_id = w.id;
+                p.workspace_url = w.url;
+                return;
+            }
+        }
+        throw unauthorized("the session's workspace is no longer registered; sign in again");
+    }
     auto ws = snap->pick(r.cookie(kActiveWorkspaceCookie));
     if (!ws) return;  // no workspace registered: the gateway's own DATABASE_URL
     p.workspace_id = ws->id;
     p.workspace_url = ws->url;
+}
+
+std::optional<workspace> gateway::login_workspace(const request& r,
+                                                  const std::optional<std::string>& wanted) const {
+    auto snap = registry_->snapshot();  // registry_error: the caller reports it
+    if (wanted) {
+        for (const auto& w : snap->all) {
+            if (w.id == *wanted) return w;
+        }
+        throw http_error(404, "not_found", "no such workspace");
+    }
+    return snap->pick(r.cookie(kActiveWorkspaceCookie));
 }
 
 namespace {
@@ -267,6 +338,31 @@ principal gateway::require_service(const request& r) const {
     throw http_error(403, "forbidden", "this route needs the service-role key, not a user session");
 }
 
+principal gateway::require_session_or_service(const request& r) const {
+    auto token = bearer(r);
+    if (token.empty()) token = token_from_cookies(r);
+    if (token.empty()) throw unauthorized("a session or the service-role key is required");
+    bool service_key = false;
+    auto p = token_principal(token, service_key);
+    if (service_key) {
+        p.emplace();
+        p->who = principal::kind::service;
+        p->is_operator = true;
+    }
+    pick_database(r, *p);
+    return *p;
+}
+
+principal gateway::require_operator(const request& r) const {
+    auto p = require_session_or_service(r);
+    if (!p.is_operator) {
+        throw forbidden("operator_required",
+                        "only an operator may change the host's configuration (awpctl user add "
+                        "--operator, or the service-role key)");
+    }
+    return p;
+}
+
 void gateway::check_same_origin(const request& r) const {
     if (auto site = r.header.get("sec-fetch-site")) {
         if (*site != "same-origin" && *site != "none") {
@@ -287,39 +383,83 @@ void gateway::check_same_origin(const request& r) const {
 
 // ---- login ----------------------------------------------------------------------------------
 
-long login_limiter::retry_after(const std::string& key) {
-    std::lock_guard lock(mu_);
-    auto it = entries_.find(key);
-    if (it == entries_.end()) return 0;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - it->second.first > window_) {
-        entries_.erase(it);
-        return 0;
-    }
-    if (it->second.count < max_) return 0;
-    return static_cast<long>(
-               std::chrono::duration_cast<std::chrono::seconds>(it->second.first + window_ - now)
-                   .count()) +
-           1;
-}
+namespace {
+constexpr std::chrono::hours kKnownFor{24 * 30};  // an address that signed in stays known
+}  // namespace
 
-void login_limiter::failure(const std::string& key) {
-    std::lock_guard lock(mu_);
-    const auto now = std::chrono::steady_clock::now();
-    auto& e = entries_[key];
-    if (e.count == 0 || now - e.first > window_) {
-        e.count = 0;
-        e.first = now;
-    }
-    ++e.count;
+void login_limiter::prune(clock::time_point now) {
     if (entries_.size() > 100'000) {  // bound memory under a spray of addresses
-        std::erase_if(entries_, [&](const auto& kv) { return now - kv.second.first > window_; });
+        std::erase_if(entries_, [&](const auto& kv) {
+            return kv.second.inflight == 0 && now - kv.second.first > window_;
+        });
+    }
+    if (known_.size() > 100'000) {
+        std::erase_if(known_, [&](const auto& kv) { return now - kv.second > kKnownFor; });
+        while (known_.size() > 100'000) known_.erase(known_.begin());
     }
 }
 
-void login_limiter::success(const std::string& key) {
+long login_limiter::begin(const std::string& account, const std::string& address) {
+    const auto now = clock::now();
     std::lock_guard lock(mu_);
-    entries_.erase(key);
+    prune(now);
+    const auto pair_key = "p:" + account + "\n" + address;
+    const bool known = [&] {
+        auto it = known_.find(account + "\n" + address);
+        return it != known_.end() && now - it->second < kKnownFor;
+    }();
+    struct check {
+        std::string key;
+        int limit;
+    };
+    // The account counter always counts; it does not stop an address the account knows.
+    const check checks[] = {{pair_key, max_},
+                            {"a:" + address, 4 * max_},
+                            {"u:" + account, known ? std::numeric_limits<int>::max() : 10 * max_}};
+    long wait = 0;
+    for (const auto& c : checks) {
+        auto it = entries_.find(c.key);
+        if (it == entries_.end()) continue;
+        auto& e = it->second;
+        if (now - e.first > window_) {  // a new window
+            e.count = 0;
+            e.first = now;
+        }
+        if (e.count + e.inflight >= c.limit) {
+            const auto left =
+                std::chrono::duration_cast<std::chrono::seconds>(e.first + window_ - now);
+            wait = std::max(wait, std::max<long>(1, static_cast<long>(left.count()) + 1));
+        }
+    }
+    if (wait > 0) return wait;
+    for (const auto& c : checks) {
+        auto& e = entries_[c.key];
+        if (e.count == 0 && e.inflight == 0) e.first = now;
+        ++e.inflight;
+    }
+    return 0;
+}
+
+void login_limiter::end(const std::string& account, const std::string& address, bool success) {
+    const auto now = clock::now();
+    std::lock_guard lock(mu_);
+    for (const auto& key : {"p:" + account + "\n" + address, "a:" + address, "u:" + account}) {
+        auto it = entries_.find(key);
+        if (it == entries_.end()) continue;
+        auto& e = it->second;
+        if (e.inflight > 0) --e.inflight;
+        if (success) {  // the address keeps its count: a spray may include one good guess
+            if (key[0] != 'a') e.count = 0;
+            if (key[0] != 'a' && e.inflight == 0) entries_.erase(it);
+            continue;
+        }
+        if (now - e.first > window_) {
+            e.count = 0;
+            e.first = now;
+        }
+        ++e.count;
+    }
+    if (success) known_[account + "\n" + address] = now;
 }
 
 namespace {
@@ -336,7 +476,6 @@ net::awaitable<bool> gateway::verify_password(std::string hash, std::string pass
 }
 
 net::awaitable<response> gateway::login(request r) {
-    check_same_origin(r);
     if (r.media_type() != "application/json") {
         throw http_error(415, "unsupported_media_type", "send application/json");
     }
@@ -344,35 +483,57 @@ net::awaitable<response> gateway::login(request r) {
     auto email = req_string(body, "email");
     auto password = opt_string(body, "password").value_or("");
     if (password.empty()) throw http_error(422, "invalid_field", "password is required");
+    if (email.size() > 320 || password.size() > 1024) {
+        throw http_error(422, "invalid_field", "email or password is too long");
+    }
     std::string account = email;
     for (auto& ch : account) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    const std::string acct_key = "acct:" + account;
-    const std::string addr_key = "addr:" + r.remote;
-    if (auto wait = std::max(limiter_.retry_after(acct_key), limiter_.retry_after(addr_key));
-        wait > 0) {
+    // Which workspace the session is for: the body's workspaceId, else the browser's active
+    // workspace cookie, else the registry's default; none = the gateway's own database.
+    std::optional<std::string> wanted = opt_string(body, "workspaceId");
+    if (wanted && !core::is_valid_uuid(*wanted)) {
+        throw http_error(422, "invalid_field", "workspaceId must be a UUID");
+    }
+    std::optional<workspace> ws;
+    std::optional<http_error> reg_err;
+    try {
+        ws = login_workspace(r, wanted);
+    } catch (const registry_error& e) {
+        reg_err = http_error(500, "registry_corrupt", e.what());
+    }
+    if (reg_err) throw *reg_err;
+    if (auto wait = limiter_.begin(account, r.remote); wait > 0) {
         http_error e(429, "too_many_attempts", "too many failed sign-in attempts; try again later");
         e.extra.add("Retry-After", std::to_string(wait));
         throw e;
     }
+    // Every path out of here ends the reserved attempt: a failure unless marked otherwise.
+    struct attempt {
+        login_limiter& l;
+        const std::string& account;
+        const std::string& address;
+        bool ok = false;
+        ~attempt() { l.end(account, address, ok); }
+    } guard{limiter_, account, r.remote};
     principal svc;
     svc.who = principal::kind::service;
-    pick_database(r, svc);  // the accounts of the active workspace's database
+    pick_database(r, svc);
+    svc.workspace_id = ws ? ws->id : "";
+    svc.workspace_url = ws ? ws->url : "";
     auto t = co_await db_->begin(svc);
     auto row = co_await t.query(
-        "SELECT id::text, tenant_id::text, email, password_hash, disabled FROM public.app_users "
-        "WHERE lower(email) = $1",
+        "SELECT id::text, tenant_id::text, email, password_hash, disabled, is_operator "
+        "FROM public.app_users WHERE lower(email) = $1",
         account);
     co_await t.commit();
     const bool found = !row.empty();
     const std::string hash = found ? row.get<std::string>(0, "password_hash") : dummy_hash_;
     const bool ok = co_await verify_password(hash, password);
     if (!found || !ok || row.get<bool>(0, "disabled")) {
-        limiter_.failure(acct_key);
-        limiter_.failure(addr_key);
         core::log::warn("login failed", {{"remote", r.remote}});
         throw unauthorized("invalid email or password");
     }
-    limiter_.success(acct_key);
+    guard.ok = true;
     const auto user_id = row.get<std::string>(0, "id");
     const auto tenant = row.get<std::string>(0, "tenant_id");
     const auto now = core::now_unix_ms() / 1000;
@@ -389,12 +550,15 @@ net::awaitable<response> gateway::login(request r) {
     c.w.Int64(now);
     c.key("exp");
     c.w.Int64(now + ttl);
+    if (ws) c.kv(kWorkspaceClaim, ws->id);
     c.key("app_metadata");
     c.w.StartObject();
     c.kv("tenant_id", tenant);
+    if (row.get<bool>(0, "is_operator")) c.kv("awp_role", "operator");
     c.w.EndObject();
     c.w.EndObject();
-    const auto token = crypto::jwt_sign_hs256(c.str(), cfg_.jwt_secret);
+    const auto token = crypto::jwt_sign_hs256(
+        c.str(), ws ? crypto::workspace_session_key(cfg_.jwt_secret, ws->id) : cfg_.jwt_secret);
     auto t2 = co_await db_->begin(svc);
     co_await t2.query("UPDATE public.app_users SET last_login_at = now() WHERE id = $1", user_id);
     co_await t2.commit();
@@ -405,7 +569,15 @@ net::awaitable<response> gateway::login(request r) {
     out.kv("id", user_id);
     out.kv("email", row.get<std::string>(0, "email"));
     out.kv("tenantId", tenant);
+    out.key("isOperator");
+    out.w.Bool(row.get<bool>(0, "is_operator"));
     out.w.EndObject();
+    out.key("workspaceId");
+    if (ws) {
+        out.str(ws->id);
+    } else {
+        out.w.Null();
+    }
     out.key("expiresAt");
     out.w.Int64(now + ttl);
     out.w.EndObject();
@@ -414,12 +586,17 @@ net::awaitable<response> gateway::login(request r) {
     co.max_age = ttl;
     co.secure = cfg_.cookie_secure;
     res.header.add("Set-Cookie", http::set_cookie(kSessionCookie, token, co));
+    if (ws) {
+        http::cookie_options wc;
+        wc.max_age = 31536000;
+        wc.secure = cfg_.cookie_secure;
+        res.header.add("Set-Cookie", http::set_cookie(kActiveWorkspaceCookie, ws->id, wc));
+    }
     core::log::info("login", {{"user_id", user_id}, {"tenant_id", tenant}});
     co_return res;
 }
 
 net::awaitable<response> gateway::logout(request r) {
-    check_same_origin(r);
     auto p = require_session(r);
     if (!p.jti.empty()) {
         std::lock_guard lock(revoked_mu_);
@@ -450,6 +627,8 @@ net::awaitable<response> gateway::whoami(request r) {
     out.kv("userId", p.sub);
     out.kv("tenantId", row.get<std::string>(0, "tenant"));
     out.kv("email", p.email);
+    out.key("isOperator");
+    out.w.Bool(p.is_operator);
     out.key("tenant");
     if (auto tr = row.get_optional<std::string>(0, "tenant_row")) {
         out.raw(*tr);

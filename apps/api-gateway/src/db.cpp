@@ -165,6 +165,26 @@ net::awaitable<std::pair<slot, std::string>> try_connect(std::string dsn) {
 
 }  // namespace
 
+net::awaitable<std::string> rls_bypass_reason(pg::connection& c) {
+    // A superuser or BYPASSRLS role ignores every policy; so does the owner of a table whose
+    // row-level security is not FORCEd; and a member of such a role can SET ROLE to it. The
+    // one exception is service_role (BYPASSRLS, as on Supabase): the api role is its member by
+    // design, for sign-in and the service-role routes, and never takes it for a user.
+    auto r = co_await c.async_query(
+        "SELECT CASE WHEN r.rolsuper THEN 'is a superuser' "
+        "WHEN r.rolbypassrls THEN 'has BYPASSRLS' "
+        "WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_roles m WHERE (m.rolsuper OR (m.rolbypassrls "
+        "  AND m.rolname <> 'service_role')) AND m.oid <> r.oid "
+        "  AND pg_catalog.pg_has_role(r.oid, m.oid, 'MEMBER')) "
+        "  THEN 'is a member of a role that bypasses row-level security' "
+        "WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_class t WHERE t.relnamespace = "
+        "  'public'::regnamespace AND t.relkind IN ('r', 'p') AND t.relrowsecurity AND NOT "
+        "  t.relforcerowsecurity AND pg_catalog.pg_has_role(r.oid, t.relowner, 'MEMBER')) "
+        "  THEN 'owns tables whose row-level security it is exempt from' "
+        "ELSE '' END FROM pg_catalog.pg_roles r WHERE r.rolname = current_user");
+    co_return r.empty() ? std::string("is unknown") : r.get<std::string>(0, 0);
+}
+
 net::awaitable<db_pool::tx> db_pool::begin(principal p) {
     auto pool = pool_for(p);
     const bool workspace = !p.workspace_id.empty();
@@ -193,6 +213,18 @@ net::awaitable<db_pool::tx> db_pool::begin(principal p) {
             throw http_error(502, "database_unreachable",
                              workspace ? "the active workspace's database is unreachable"
                                        : "the database is unreachable");
+        }
+        if (workspace) {
+            // A workspace's DSN must not escape row-level security: checked on every new
+            // connection, so a registry edited by hand or a role altered later is caught too.
+            auto reason = co_await rls_bypass_reason(*c);
+            if (!reason.empty()) {
+                core::log::error("workspace role bypasses row-level security",
+                                 {{"workspace_id", p.workspace_id}, {"role", reason}});
+                throw http_error(502, "workspace_role_unsafe",
+                                 "the active workspace's database role " + reason +
+                                     "; an operator must register it with the api role");
+            }
         }
         t.conn_ = std::move(c);
     }

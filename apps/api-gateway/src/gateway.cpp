@@ -209,8 +209,15 @@ void gateway::request_stop() { server_->stop(); }
 
 http::router gateway::routes() {
     http::router r;
+    // Every state-changing method is refused cross-site here, once, before any handler runs
+    // (Origin / Sec-Fetch-Site); GET and HEAD change nothing (docs/security.md).
     auto bind = [this](net::awaitable<response> (gateway::*fn)(request)) -> http::handler {
-        return [this, fn](request req) { return (this->*fn)(std::move(req)); };
+        return [this, fn](request req) {
+            if (req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS") {
+                check_same_origin(req);
+            }
+            return (this->*fn)(std::move(req));
+        };
     };
     http::route_options small;
     small.body_limit = 0;
@@ -225,8 +232,7 @@ http::router gateway::routes() {
     r.add("GET", "/api/auth/session", bind(&gateway::whoami), small);
     r.add("GET", "/api/workspaces", bind(&gateway::workspaces_get), small);
     r.add("POST", "/api/workspaces", bind(&gateway::workspaces_post), json_body);
-    r.add(std::vector<std::string>{"GET", "POST"}, "/api/workspaces/switch",
-          bind(&gateway::workspaces_switch), json_body);
+    r.add("POST", "/api/workspaces/switch", bind(&gateway::workspaces_switch), json_body);
     r.add("POST", "/api/workspaces/validate", bind(&gateway::workspaces_validate), json_body);
     r.add("GET", "/api/agents/templates", bind(&gateway::templates), small);
     r.add("GET", "/api/agents/:slug/skills", bind(&gateway::skills_get), small);
@@ -252,8 +258,15 @@ net::awaitable<response> gateway::health(request) {
     co_return response::json(200, R"({"ok":true,"ts":")" + core::now_iso8601_utc() + "\"}");
 }
 
-net::awaitable<response> gateway::public_config(request) {
-    auto ws = registry_->active(std::nullopt);
+net::awaitable<response> gateway::public_config(request r) {
+    // Public: what a sign-in page needs (the workspace a login would be for, its label and a
+    // platform's public anon key) and nothing of a database's connection details.
+    std::optional<workspace> ws;
+    try {
+        ws = login_workspace(r, std::nullopt);
+    } catch (const registry_error&) {
+        ws.reset();  // the registry's trouble is for operators (their routes say it)
+    }
     if (!ws) co_return response::json(200, R"({"workspace":null})");
     json_out o;
     o.w.StartObject();
@@ -262,7 +275,12 @@ net::awaitable<response> gateway::public_config(request) {
     o.kv("workspaceId", ws->id);
     o.kv("label", ws->label);
     o.kv("emoji", ws->emoji);
-    o.kv("url", public_url(ws->url));  // public: a DSN's password stays in the registry
+    o.key("url");
+    if (is_postgres_url(ws->url)) {
+        o.w.Null();
+    } else {
+        o.str(ws->url);
+    }
     o.kv("anonKey", ws->anon_key);
     o.w.EndObject();
     o.w.EndObject();

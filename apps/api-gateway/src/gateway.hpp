@@ -81,8 +81,13 @@ struct principal {
     std::string email;
     std::string jti;
     long long exp = 0;
-    // The database of this request (pick_database): the active workspace's id and url, or
-    // no id for the gateway's own DATABASE_URL; registry_error when the registry is unreadable.
+    /// An operator may change the host's configuration (the workspace registry): the service
+    /// role, or a user whose verified claims carry app_metadata.awp_role = "operator".
+    bool is_operator = false;
+    // The database of this request (pick_database). A user session's is the workspace it was
+    // issued for (its awp_workspace claim; none = the gateway's own DATABASE_URL); the service
+    // role's is the workspace its awp_active_workspace cookie names, else the registry's
+    // default. registry_error when the registry is unreadable.
     std::string workspace_id;
     std::string workspace_url;
     std::string registry_error;
@@ -107,23 +112,37 @@ private:
     std::map<std::string, entry, std::less<>> map_;
 };
 
-/// Failed-login bookkeeping per account and per address (in memory, one process).
+/// Failed-login limits (docs/security.md, "Signing in"), decided atomically: an attempt is
+/// reserved before the password hash is evaluated, so concurrent wrong passwords beyond a limit
+/// get 429 without costing an Argon2id evaluation. Three counters per window:
+///  - an account from one address: `max_failures`;
+///  - one address over all accounts (password spraying): 4 x `max_failures`;
+///  - one account from all addresses: 10 x `max_failures`, which does not apply to an address
+///    that signed in to that account successfully in the last 30 days, so an attacker cannot
+///    lock the real user out from the user's own address.
+/// In memory, per process; bounded (oldest windows are dropped past 100,000 keys).
 class login_limiter {
 public:
     login_limiter(int max_failures, std::chrono::seconds window)
         : max_(max_failures), window_(window) {}
-    /// Seconds until this key may try again; 0 when allowed.
-    long retry_after(const std::string& key);
-    void failure(const std::string& key);
-    void success(const std::string& key);
+    /// Reserves an attempt: 0 when it may go on (then end() must follow), else the seconds
+    /// until it may be tried again.
+    long begin(const std::string& account, const std::string& address);
+    /// Ends a reserved attempt: a failure counts against every key, a success clears the
+    /// account's counters and remembers the address for the account.
+    void end(const std::string& account, const std::string& address, bool success);
 
 private:
     struct entry {
-        int count = 0;
+        int count = 0;     // failures in this window
+        int inflight = 0;  // attempts reserved and not ended
         std::chrono::steady_clock::time_point first;
     };
+    using clock = std::chrono::steady_clock;
+    void prune(clock::time_point now);
     std::mutex mu_;
     std::map<std::string, entry> entries_;
+    std::map<std::string, clock::time_point> known_;  // account \n address -> last success
     int max_;
     std::chrono::seconds window_;
 };
@@ -188,8 +207,13 @@ private:
     std::atomic<std::uint64_t> generation_{0};
 };
 
+/// Why the connection's role escapes row-level security ("" when it does not): a superuser,
+/// BYPASSRLS, a member of such a role, or an owner of an unFORCEd RLS table (db.cpp).
+net::awaitable<std::string> rls_bypass_reason(pg::connection& c);
+
 class registry;
 class connector_registry;
+struct workspace;
 
 /// An agent the caller can see under RLS and where it lives (files.cpp: locate_agent).
 struct agent_home {
@@ -217,7 +241,14 @@ public:
     principal require_session(const request& r) const;
     /// The service-role key in Authorization: Bearer; 401/403 otherwise.
     principal require_service(const request& r) const;
-    /// Cross-site state-changing requests are refused (403).
+    /// A user session, or the service role (the service-role key or a service_role token,
+    /// which is an operator); 401 otherwise.
+    principal require_session_or_service(const request& r) const;
+    /// An operator: the service-role key (or a service_role token), or a user session whose
+    /// claims say operator; 401 without a session, 403 operator_required otherwise.
+    principal require_operator(const request& r) const;
+    /// Cross-site state-changing requests are refused (403). The router calls it for every
+    /// method but GET, HEAD and OPTIONS (routes()).
     void check_same_origin(const request& r) const;
     [[nodiscard]] const gateway_config& config() const noexcept { return cfg_; }
     db_pool& db() { return *db_; }
@@ -258,9 +289,15 @@ private:
 
     net::awaitable<bool> verify_password(std::string hash, std::string password);
     std::optional<principal> token_principal(std::string_view token, bool& service_key) const;
-    /// Sets p's database: the workspace of the awp_active_workspace cookie, else the
-    /// registry's active/default one, else the gateway's own (auth.cpp).
+    /// Sets p's database (auth.cpp): a user's from its session's workspace (401 when that
+    /// workspace left the registry); the service role's from the awp_active_workspace cookie,
+    /// else the registry's default, else the gateway's own.
     void pick_database(const request& r, principal& p) const;
+    /// The workspace a login (or the public config) is for: `wanted` if registered, else the
+    /// awp_active_workspace cookie's, else the registry's default; nullopt = the gateway's own
+    /// database. 404 when `wanted` names no workspace.
+    std::optional<workspace> login_workspace(const request& r,
+                                             const std::optional<std::string>& wanted) const;
     void load_templates();
 
     net::io_context& ioc_;
@@ -271,6 +308,8 @@ private:
     std::unique_ptr<http::server> server_;
     net::thread_pool cpu_{2};  // Argon2id off the io threads
     login_limiter limiter_;
+    mutable std::mutex validate_mu_;
+    std::map<std::string, std::chrono::steady_clock::time_point> validate_last_;  // rate limit
     mutable std::mutex revoked_mu_;
     std::map<std::string, long long> revoked_;  // jti → exp, logged-out sessions
     mutable token_cache tokens_;
@@ -280,7 +319,11 @@ private:
 
 /// Session cookie written by POST /api/auth/login.
 inline constexpr const char* kSessionCookie = "awp-auth-token";
-/// The browser's active workspace (set by /api/workspaces/switch): picks the database.
+/// The claim of a session awp issued for a registered workspace: the workspace id. Such a
+/// session is signed with core::crypto::workspace_session_key(JWT_SECRET, id).
+inline constexpr const char* kWorkspaceClaim = "awp_workspace";
+/// The browser's active workspace (set at login and by /api/workspaces/switch): the workspace
+/// the next login is for. It never moves a session to another database.
 inline constexpr const char* kActiveWorkspaceCookie = "awp_active_workspace";
 
 /// The access token carried by a request's cookies: the plain awp cookie, or an

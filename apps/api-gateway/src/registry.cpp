@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/log.hpp"
@@ -326,12 +329,19 @@ std::optional<std::string> registry::service_role_key(const std::string& id) con
 
 namespace {
 
-void write_public(json_out& o, const workspace& w) {
+/// A workspace as a client sees it. Operators see a DSN without its password; everyone else
+/// sees the url only when it is a platform (http) URL, never a database's connection details.
+void write_public(json_out& o, const workspace& w, bool operator_view) {
     o.w.StartObject();
     o.kv("id", w.id);
     o.kv("label", w.label);
     o.kv("emoji", w.emoji);
-    o.kv("url", public_url(w.url));  // a DSN's password stays in the file
+    o.key("url");
+    if (operator_view || !is_postgres_url(w.url)) {
+        o.str(public_url(w.url));  // a DSN's password stays in the file
+    } else {
+        o.w.Null();
+    }
     o.kv("anonKey", w.anon_key);
     o.key("isDefault");
     o.w.Bool(w.is_default);
@@ -352,7 +362,7 @@ bool valid_url(const std::string& u) {
 }  // namespace
 
 net::awaitable<response> gateway::workspaces_get(request r) {
-    require_session(r);
+    auto p = require_session_or_service(r);
     std::vector<workspace> all;
     std::string act;
     std::optional<http_error> err;
@@ -364,30 +374,47 @@ net::awaitable<response> gateway::workspaces_get(request r) {
     if (err) throw *err;
     json_out o;
     o.w.StartObject();
-    o.key("activeWorkspaceId");
-    if (act.empty()) {
-        o.w.Null();
+    if (p.is_operator) {
+        o.key("activeWorkspaceId");
+        if (act.empty()) {
+            o.w.Null();
+        } else {
+            o.str(act);
+        }
+        o.key("workspaces");
+        o.w.StartArray();
+        for (const auto& w : all) write_public(o, w, true);
+        o.w.EndArray();
     } else {
-        o.str(act);
+        // An ordinary user sees the workspace of the session, nothing of the others.
+        o.key("activeWorkspaceId");
+        if (p.workspace_id.empty()) {
+            o.w.Null();
+        } else {
+            o.str(p.workspace_id);
+        }
+        o.key("workspaces");
+        o.w.StartArray();
+        for (const auto& w : all) {
+            if (w.id == p.workspace_id) write_public(o, w, false);
+        }
+        o.w.EndArray();
     }
-    o.key("workspaces");
-    o.w.StartArray();
-    for (const auto& w : all) write_public(o, w);
-    o.w.EndArray();
     o.w.EndObject();
     co_return response::json(200, o.str());
 }
 
 net::awaitable<response> gateway::workspaces_post(request r) {
-    check_same_origin(r);
-    require_session(r);
+    require_operator(r);
     if (r.media_type() != "application/json") {
         throw http_error(415, "unsupported_media_type", "send application/json");
     }
     auto body = parse_object_body(r.body);
     workspace w;
     w.label = req_string(body, "label");
-    if (w.label.size() > 80) throw http_error(422, "invalid_field", "label is longer than 80");
+    if (w.label.empty() || w.label.size() > 80) {
+        throw http_error(422, "invalid_field", "label must be 1 to 80 bytes");
+    }
     w.emoji = opt_string(body, "emoji").value_or("🧭");
     if (w.emoji.empty() || w.emoji.size() > 32) {
         throw http_error(422, "invalid_field", "emoji must be 1 to 8 characters");
@@ -408,31 +435,57 @@ net::awaitable<response> gateway::workspaces_post(request r) {
         err = corrupt(e);
     }
     if (err) throw *err;
+    core::log::info("workspace registered", {{"workspace_id", w.id}, {"label", w.label}});
     json_out o;
-    write_public(o, w);
+    write_public(o, w, true);
     co_return response::json(201, o.str());
 }
 
 net::awaitable<response> gateway::workspaces_switch(request r) {
-    if (r.method == "POST") check_same_origin(r);
-    require_session(r);
+    // POST only (the router): a session of the workspace switched to is required; the switch
+    // sets this browser's awp_active_workspace cookie and nothing any other user sees. An
+    // operator may also make it the host's default for new sign-ins ("makeDefault": true).
+    auto p = require_session_or_service(r);
     std::optional<std::string> id = r.query_param("workspaceId");
-    if (!id && !r.body.empty()) {
+    bool make_default = false;
+    if (!r.body.empty()) {
         auto body = parse_object_body(r.body);
-        id = opt_string(body, "workspaceId");
+        if (auto b = opt_string(body, "workspaceId")) id = b;
+        make_default = opt_bool(body, "makeDefault").value_or(false);
     }
     if (!id || !core::is_valid_uuid(*id)) {
         throw http_error(422, "invalid_field", "workspaceId must be a UUID");
     }
-    bool found = false;
+    if (make_default && !p.is_operator) {
+        throw http_error(403, "operator_required",
+                         "only an operator may change the default workspace");
+    }
+    std::shared_ptr<const registry_snapshot> snap;
     std::optional<http_error> err;
     try {
-        found = registry_->activate(*id);
+        snap = registry_->snapshot();
     } catch (const registry_error& e) {
         err = corrupt(e);
     }
     if (err) throw *err;
-    if (!found) throw http_error(404, "not_found", "no such workspace");
+    const bool exists = std::any_of(snap->all.begin(), snap->all.end(),
+                                    [&](const workspace& w) { return w.id == *id; });
+    if (!exists) throw http_error(404, "not_found", "no such workspace");
+    if (p.who == principal::kind::user && p.workspace_id != *id) {
+        throw http_error(403, "workspace_session_required",
+                         "sign in to that workspace first (POST /api/auth/login with its "
+                         "workspaceId); a session of one workspace is not valid in another");
+    }
+    if (make_default) {
+        bool found = false;
+        try {
+            found = registry_->activate(*id);
+        } catch (const registry_error& e) {
+            err = corrupt(e);
+        }
+        if (err) throw *err;
+        if (!found) throw http_error(404, "not_found", "no such workspace");
+    }
     auto res = response::json(200, R"({"ok":true,"workspaceId":)" + http::json_quote(*id) + "}");
     http::cookie_options co;
     co.max_age = 31536000;
@@ -443,31 +496,32 @@ net::awaitable<response> gateway::workspaces_switch(request r) {
 
 namespace {
 
+/// What validation found. Before the credentials are accepted every failure is the same
+/// answer (unreachable_or_rejected), so the route cannot tell a closed port from a wrong
+/// password; only with an accepted credential does it say more.
 struct probe_result {
     bool ok = false;
-    std::string code, message;
+    std::string code = "unreachable_or_rejected";
+    std::string message = "could not connect with these details (address, credentials or key)";
 };
 
 net::awaitable<probe_result> probe_postgres(std::string dsn) {
     probe_result out;
     std::string failure;
-    bool auth_failed = false;
     std::optional<pg::connection> c;
     try {
         c = co_await pg::connection::async_connect(dsn);
     } catch (const pg::connection_error& e) {
         failure = e.what();
-        auth_failed = failure.find("password authentication failed") != std::string::npos ||
-                      failure.find("no pg_hba.conf entry") != std::string::npos;
     }
     if (!c) {
-        out.code = auth_failed ? "key_rejected" : "unreachable";
-        out.message =
-            auth_failed ? "the database rejected the credentials" : "could not reach the database";
-        co_return out;
+        core::log::info("workspace validation: cannot connect", {{"error", failure}});
+        co_return out;  // unreachable_or_rejected: the same answer for every cause
     }
     std::string version;
+    std::string bypass;
     try {
+        bypass = co_await rls_bypass_reason(*c);
         auto r = co_await c->async_query(
             "SELECT CASE WHEN to_regclass('public.schema_migrations') IS NULL THEN NULL "
             "ELSE (SELECT max(version) FROM public.schema_migrations) END");
@@ -475,7 +529,11 @@ net::awaitable<probe_result> probe_postgres(std::string dsn) {
     } catch (const std::exception& e) {
         failure = e.what();
     }
-    if (!failure.empty()) {
+    if (!bypass.empty()) {
+        out.code = "role_bypasses_rls";
+        out.message = "the DSN's role " + bypass +
+                      "; use the api role (awp_api) so row-level security applies";
+    } else if (!failure.empty()) {
         out.code = "schema_missing";
         out.message = "cannot read the schema version";
     } else if (version.empty()) {
@@ -497,18 +555,14 @@ net::awaitable<probe_result> probe_platform(std::string url, std::string key) {
     q.url = url + "/rest/v1/workspace?select=id&limit=1";
     q.header.add("apikey", key);
     q.header.add("Authorization", "Bearer " + key);
-    q.timeout = std::chrono::seconds(10);
+    q.timeout = std::chrono::seconds(5);
     std::optional<response> res;
     try {
         res = co_await http::fetch(std::move(q));
     } catch (const http::upstream_error&) {
     }
-    if (!res) {
-        out.code = "unreachable";
-        out.message = "could not reach " + url;
-    } else if (res->status == 401 || res->status == 403) {
-        out.code = "key_rejected";
-        out.message = "the service-role key was rejected";
+    if (!res || res->status == 401 || res->status == 403) {
+        // unreachable_or_rejected (the default)
     } else if (res->status == 404) {
         out.code = "schema_missing";
         out.message = "the workspace table does not exist in this database";
@@ -524,8 +578,13 @@ net::awaitable<probe_result> probe_platform(std::string url, std::string key) {
 }  // namespace
 
 net::awaitable<response> gateway::workspaces_validate(request r) {
-    check_same_origin(r);
-    require_session(r);
+    // Not a scanner: operators only, one probe per operator per kValidateEvery, a deadline,
+    // and failures answered no sooner than kValidateFloor with one shape whatever was behind
+    // the address (docs/security.md).
+    constexpr auto kValidateEvery = std::chrono::seconds(2);
+    constexpr auto kValidateDeadline = std::chrono::seconds(5);
+    constexpr auto kValidateFloor = std::chrono::milliseconds(1000);
+    auto p = require_operator(r);
     if (r.media_type() != "application/json") {
         throw http_error(415, "unsupported_media_type", "send application/json");
     }
@@ -534,19 +593,43 @@ net::awaitable<response> gateway::workspaces_validate(request r) {
     if (!valid_url(url))
         throw http_error(422, "invalid_field", "url must be an http(s) or postgres URL");
     auto key = opt_string(body, "serviceRoleKey").value_or("");
-    probe_result p;
-    if (url.rfind("postgres", 0) == 0) {
-        p = co_await probe_postgres(url);
-    } else if (url.rfind("https://", 0) == 0) {
-        p.code = "unsupported";
-        p.message = "https platform URLs are not probed by this build";
-    } else {
-        if (key.size() < 20) throw http_error(422, "invalid_field", "serviceRoleKey is too short");
-        p = co_await probe_platform(url, key);
+    if (!is_postgres_url(url) && key.size() < 20) {
+        throw http_error(422, "invalid_field", "serviceRoleKey is too short");
     }
-    if (p.ok) co_return response::json(200, R"({"ok":true})");
-    co_return response::json(422, R"({"ok":false,"error":{"code":)" + http::json_quote(p.code) +
-                                      R"(,"message":)" + http::json_quote(p.message) + "}}");
+    {
+        const auto now = std::chrono::steady_clock::now();
+        const auto who = p.who == principal::kind::service ? std::string("service") : p.sub;
+        std::lock_guard lock(validate_mu_);
+        auto& last = validate_last_[who];
+        if (now - last < kValidateEvery) {
+            http_error e(429, "too_many_attempts", "one validation every 2 seconds");
+            e.extra.add("Retry-After", "2");
+            throw e;
+        }
+        last = now;
+        if (validate_last_.size() > 10'000) validate_last_.clear();
+    }
+    const auto started = std::chrono::steady_clock::now();
+    probe_result res;
+    if (is_postgres_url(url)) {
+        // libpq's connect_timeout bounds the connect; the deadline bounds the rest.
+        auto dsn = url + (url.find('?') == std::string::npos ? "?" : "&") +
+                   "connect_timeout=" + std::to_string(kValidateDeadline.count());
+        res = co_await probe_postgres(std::move(dsn));
+    } else if (url.rfind("https://", 0) == 0) {
+        res.code = "unsupported";
+        res.message = "https platform URLs are not probed by this build";
+    } else {
+        res = co_await probe_platform(url, key);
+    }
+    if (res.ok) co_return response::json(200, R"({"ok":true})");
+    const auto spent = std::chrono::steady_clock::now() - started;
+    if (spent < kValidateFloor) {
+        net::steady_timer t(co_await net::this_coro::executor, kValidateFloor - spent);
+        co_await t.async_wait(net::use_awaitable);
+    }
+    co_return response::json(422, R"({"ok":false,"error":{"code":)" + http::json_quote(res.code) +
+                                      R"(,"message":)" + http::json_quote(res.message) + "}}");
 }
 
 }  // namespace awp::api

@@ -150,7 +150,6 @@ bool valid_utf8(std::string_view s) noexcept {
     return true;
 }
 
-
 }  // namespace
 
 std::string random_bytes(std::size_t size) {
@@ -331,6 +330,12 @@ std::string aes256_gcm_decrypt(std::string_view key, std::string_view iv, std::s
 std::string derive_secret_key(std::string_view service_role_key) {
     if (service_role_key.empty()) throw crypto_error("the service-role key is empty");
     return hkdf_sha256(service_role_key, kSecretSalt, kSecretInfo, kAesKeySize);
+}
+
+std::string workspace_session_key(std::string_view jwt_secret, std::string_view workspace_id) {
+    if (jwt_secret.empty()) throw crypto_error("the JWT secret is empty");
+    if (workspace_id.empty()) throw crypto_error("the workspace id is empty");
+    return hkdf_sha256(jwt_secret, "awp-session-v1", workspace_id, 32);
 }
 
 std::string parse_hosted_secrets_key(std::string_view text) {

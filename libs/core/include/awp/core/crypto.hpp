@@ -128,6 +128,12 @@ inline constexpr std::string_view kSecretPrefix = "enc:v1:";
 
 // ---- JWT (HS256 only) ----
 
+/// The HS256 key of sessions awp issues for one registered workspace: HKDF-SHA256(ikm = the
+/// gateway's JWT secret, salt = "awp-session-v1", info = workspace id, 32 bytes). A session
+/// signed for one workspace does not verify under another's key (docs/security.md).
+[[nodiscard]] std::string workspace_session_key(std::string_view jwt_secret,
+                                                std::string_view workspace_id);
+
 /// Signs a claims JSON object with HS256. Throws crypto_error if the claims are not a JSON
 /// object or the secret is empty.
 [[nodiscard]] std::string jwt_sign_hs256(std::string_view claims_json, std::string_view secret);
