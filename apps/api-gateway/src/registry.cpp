@@ -522,6 +522,8 @@ net::awaitable<probe_result> probe_postgres(std::string dsn) {
     std::string bypass;
     try {
         bypass = co_await rls_bypass_reason(*c);
+        // What the gateway will do on it: take service_role (sign-in, service routes).
+        co_await c->async_exec("SET ROLE service_role");
         auto r = co_await c->async_query(
             "SELECT CASE WHEN to_regclass('public.schema_migrations') IS NULL THEN NULL "
             "ELSE (SELECT max(version) FROM public.schema_migrations) END");
@@ -535,7 +537,8 @@ net::awaitable<probe_result> probe_postgres(std::string dsn) {
                       "; use the api role (awp_api) so row-level security applies";
     } else if (!failure.empty()) {
         out.code = "schema_missing";
-        out.message = "cannot read the schema version";
+        out.message = "cannot read the schema version as service_role (is the role a member "
+                      "of service_role, authenticated and anon, like awp_api?)";
     } else if (version.empty()) {
         out.code = "schema_missing";
         out.message = "the awp schema is not installed (run awpctl migrate)";
