@@ -23,6 +23,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "awp/core/child_env.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
@@ -540,12 +541,8 @@ proc::spawn_options runner_service::child_options(std::vector<std::string> argv)
     o.env["AWP_RUNTIME_HOME"] = cfg_.runtime_home;
     o.env["AWP_SECRETS_DIR"] = cfg_.secrets_dir;
     o.env["AWP_GATEWAY"] = slug_;
-    // The runner's own credentials never reach a child.
-    o.env_unset = {"DATABASE_URL",        "AWP_API_DATABASE_URL",
-                   "SERVICE_ROLE_KEY",    "SUPABASE_SERVICE_ROLE_KEY",
-                   "HOSTED_SECRETS_KEY",  "GATEWAY_TOKEN",
-                   "PGPASSWORD",          "AWP_PG_DAEMON_PASSWORD",
-                   "AWP_PG_API_PASSWORD", "JWT_SECRET"};
+    // The runner's own credentials never reach a child: an allowlisted environment.
+    core::child_env::apply(o);
     // Room for redaction before the final cut, so no secret is split at the cut.
     o.max_output = cfg_.output_limit + 4096;
     o.kill_grace = 2s;
@@ -738,7 +735,7 @@ net::awaitable<void> runner_service::start_auth(command_row cmd, plan p) {
         }
     }
     proc::spawn_options o = child_options(p.steps[0].argv);
-    o.env["TERM"] = "xterm-256color";
+    o.env["TERM"] = "xterm-256color";  // replace_env is set: env is the whole environment
     o.timeout = std::chrono::seconds(cfg_.auth_timeout_s);
     o.max_output = 64 * 1024;
     std::string failure;

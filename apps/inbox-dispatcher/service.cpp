@@ -14,6 +14,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "awp/core/child_env.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/process.hpp"
@@ -84,11 +85,6 @@ constexpr const char* kFailSql =
 constexpr const char* kHeartbeatSql = R"(
 SELECT h.gateway_status::text FROM public.daemon_heartbeat($1, $2, $3, $4::integer, $5,
   $6::timestamptz, $7::jsonb, $8::uuid) h)";
-
-// Variables the runtime must not inherit: the daemon's own database credentials.
-const std::vector<std::string> kUnsetForChild = {
-    "DATABASE_URL",           "PGPASSWORD",          "PGPASSFILE",           "PGSERVICEFILE",
-    "AWP_PG_DAEMON_PASSWORD", "AWP_PG_API_PASSWORD", "AWP_API_DATABASE_URL", "AWP_PG_ADMIN_DSN"};
 
 std::vector<std::string> known_secrets(const std::string& dsn) {
     std::vector<std::string> out;
@@ -467,11 +463,11 @@ net::awaitable<void> service::handle(std::size_t slot, inbox_item item) {
     opts.timeout = cfg_.wake_timeout();
     opts.kill_grace = cfg_.kill_grace();
     opts.max_output = 8 * 1024;
-    opts.env_unset = kUnsetForChild;
     opts.env = {{"AWP_INBOX_ITEM_ID", item.id},
                 {"AWP_AGENT_ID", item.agent_id},
                 {"AWP_AGENT_SLUG", item.agent_slug},
                 {"AWP_INBOX_EVENT_TYPE", item.event_type}};
+    core::child_env::apply(opts);  // an allowlist: none of the daemon's secrets
     log::info("wake started", {{"item_id", item.id},
                                {"agent", item.agent_slug},
                                {"event_type", item.event_type},

@@ -528,6 +528,7 @@ struct runner_process {
             "AWP_INSTANCE=" + random_name("proxy-e2e-"),
             "AGENT_RUNTIME=" + std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime",
             "FAKE_RUNTIME_DIR=" + (root / "fake").string(),
+            "AWP_CHILD_ENV_ALLOW=FAKE_*",
             "OPENCLAW_HOME=" + (root / "home").string(),
             "SECRETS_DIR=" + (root / "secrets").string(),
             "AWP_STATE_DIR=" + (root / "state").string(),

@@ -37,6 +37,7 @@ long count(pg::connection& c, const std::string& sql, const pg::params& p = {}) 
 std::multimap<std::string, std::string> messages(const fs::path& dir) {
     std::multimap<std::string, std::string> out;
     for (const auto& f : fs::directory_iterator(dir)) {
+        if (f.path().extension() != ".argv") continue;  // .environ, .status beside it
         std::ifstream in(f.path(), std::ios::binary);
         std::vector<std::string> argv;
         std::string a;
@@ -77,6 +78,7 @@ TEST_CASE("every producer trigger and event routine reaches the agent end to end
          {"GATEWAY_ID", "gw-p"},
          {"AGENT_RUNTIME", std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-agent-wake"},
          {"FAKE_WAKE_ARGV_DIR", dir.string()},
+         {"AWP_CHILD_ENV_ALLOW", "FAKE_*"},
          {"MAX_CONCURRENT", "3"},
          {"SAFETY_POLL", "1"}});
     REQUIRE(dispatcher.wait_for_log("\"msg\":\"ready\"", 10s));

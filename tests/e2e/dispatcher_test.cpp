@@ -17,6 +17,7 @@
 #include "awp/core/pg.hpp"
 #include "support/child.hpp"
 #include "support/private_cluster.hpp"
+#include "support/secret_scan.hpp"
 #include "support/test_db.hpp"
 
 namespace pg = awp::core::pg;
@@ -73,7 +74,8 @@ struct fake_runtime {
                 {"FAKE_WAKE_LOG", (dir / "log").string()},
                 {"FAKE_WAKE_ARGV_DIR", (dir / "argv").string()},
                 {"FAKE_WAKE_CONTROL", (dir / "control").string()},
-                {"FAKE_WAKE_PIDS", (dir / "pids").string()}};
+                {"FAKE_WAKE_PIDS", (dir / "pids").string()},
+                {"AWP_CHILD_ENV_ALLOW", "FAKE_*"}};
     }
     void set(const std::string& agent, const std::string& what, const std::string& value) const {
         std::ofstream(dir / "control" / (agent + "." + what)) << value;
@@ -109,7 +111,10 @@ struct fake_runtime {
     std::vector<std::vector<std::string>> argvs(const std::string& agent) const {
         std::vector<fs::path> files;
         for (const auto& f : fs::directory_iterator(dir / "argv")) {
-            if (f.path().filename().string().rfind(agent + ".", 0) == 0) files.push_back(f.path());
+            if (f.path().filename().string().rfind(agent + ".", 0) == 0 &&
+                f.path().extension() == ".argv") {
+                files.push_back(f.path());
+            }
         }
         std::sort(files.begin(), files.end());
         std::vector<std::vector<std::string>> out;
@@ -179,6 +184,22 @@ bool contains(const std::vector<std::string>& argv, const std::string& s) {
 }
 
 }  // namespace
+
+TEST_CASE("a woken agent holds none of the dispatcher's secrets", "[dispatcher][e2e][security]") {
+    world w;
+    fake_runtime rt;
+    const auto ada = w.agent("ada");
+    const auto secrets = awp::test::daemon_secrets();
+    auto d = w.dispatcher(rt, secrets);
+    const auto item = w.item(ada, "env-check");
+    REQUIRE(eventually([&] { return w.status(item) == "done"; }, 10s));
+    int scanned = 0;
+    const auto leaks = awp::test::leaked_secrets(rt.dir / "argv", {".environ", ".status"}, secrets,
+                                                 w.db.daemon_dsn(), &scanned);
+    CHECK(scanned >= 2);
+    INFO((leaks.empty() ? std::string() : leaks.front()));
+    CHECK(leaks.empty());
+}
 
 TEST_CASE("an assigned task wakes its agent once, with its blockers, and completes the item",
           "[dispatcher][e2e]") {

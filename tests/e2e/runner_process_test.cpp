@@ -18,6 +18,7 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/pg.hpp"
+#include "support/secret_scan.hpp"
 #include "support/test_db.hpp"
 
 extern char** environ;
@@ -113,6 +114,7 @@ struct setup {
                 {"AWP_INSTANCE", instance},
                 {"AGENT_RUNTIME", std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime"},
                 {"FAKE_RUNTIME_DIR", (root / "fake").string()},
+                {"AWP_CHILD_ENV_ALLOW", "FAKE_*"},
                 {"OPENCLAW_HOME", (root / "home").string()},
                 {"SECRETS_DIR", (root / "secrets").string()},
                 {"AWP_STATE_DIR", (root / "state").string()},
@@ -175,6 +177,32 @@ TEST_CASE(
 
     again.signal(SIGTERM);
     CHECK(again.wait() == 0);
+}
+
+TEST_CASE("runner e2e: the runtime it starts holds none of the runner's secrets",
+          "[runner][e2e][security]") {
+    setup s;
+    auto env = s.env(awp::test::random_name("runner-e2e-"));
+    const auto secrets = awp::test::daemon_secrets();
+    for (const auto& [k, v] : secrets) env[k] = v;
+    runner_process r(env);
+    const auto id = s.enqueue("auth_list");
+    REQUIRE(eventually([&] { return s.status(id) == "done"; }));
+    int scanned = 0;
+    const auto leaks = awp::test::leaked_secrets(s.root / "fake", {"environ", "status"}, secrets,
+                                                 s.db.daemon_dsn(), &scanned);
+    CHECK(scanned >= 2);  // the environment and /proc/self/status of the call
+    INFO((leaks.empty() ? std::string() : leaks.front()));
+    CHECK(leaks.empty());
+    // What the runtime needs still arrives.
+    std::ifstream in(s.root / "fake" / "environ.1", std::ios::binary);
+    std::stringstream all;
+    all << in.rdbuf();
+    CHECK(all.str().find(std::string("PATH=")) != std::string::npos);
+    CHECK(all.str().find("AWP_GATEWAY=" + s.slug) != std::string::npos);
+    CHECK(all.str().find("FAKE_RUNTIME_DIR=") != std::string::npos);  // AWP_CHILD_ENV_ALLOW
+    r.signal(SIGTERM);
+    CHECK(r.wait() == 0);
 }
 
 TEST_CASE("runner e2e: a heartbeat marks the gateway seen, SIGTERM exits 0", "[runner][e2e]") {

@@ -58,6 +58,7 @@ struct sandbox {
         std::filesystem::create_directories(root / "fake");
         std::filesystem::create_directories(root / "home");
         ::setenv("FAKE_RUNTIME_DIR", (root / "fake").c_str(), 1);
+        ::setenv("AWP_CHILD_ENV_ALLOW", "FAKE_*", 1);  // the stand-in runtime's settings
         const char* p = std::getenv("PATH");
         old_path = p ? p : "/usr/bin:/bin";
         ::setenv("PATH", (std::string(AWP_SOURCE_DIR) + "/tests/fakes/path:" + old_path).c_str(),

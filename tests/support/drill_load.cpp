@@ -200,6 +200,7 @@ std::map<std::string, std::string> stack::env_of(daemon d) const {
             env["GATEWAY_ID"] = gateway_slug_;
             env["AGENT_RUNTIME"] = std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime";
             env["FAKE_RUNTIME_DIR"] = runtime_dir_.string();
+            env["AWP_CHILD_ENV_ALLOW"] = "FAKE_*";
             env["OPENCLAW_HOME"] = (dir_ / "home").string();
             env["SECRETS_DIR"] = (dir_ / "secrets").string();
             env["AWP_STATE_DIR"] = (dir_ / "runner-state").string();
@@ -211,6 +212,7 @@ std::map<std::string, std::string> stack::env_of(daemon d) const {
             env["GATEWAY_ID"] = gateway_slug_;
             env["AGENT_RUNTIME"] = std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-agent-wake";
             env["FAKE_WAKE_LOG"] = (wake_dir_ / "log").string();
+            env["AWP_CHILD_ENV_ALLOW"] = "FAKE_*";
             env["FAKE_WAKE_ARGV_DIR"] = (wake_dir_ / "argv").string();
             env["FAKE_WAKE_CONTROL"] = (wake_dir_ / "control").string();
             env["FAKE_WAKE_PIDS"] = (wake_dir_ / "pids").string();

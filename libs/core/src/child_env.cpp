@@ -1,0 +1,111 @@
+// The environment policy of child processes (child_env.hpp).
+#include "awp/core/child_env.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+extern char** environ;
+
+namespace awp::core::child_env {
+
+namespace {
+
+constexpr std::array<std::string_view, 27> kExact = {"PATH",
+                                                     "HOME",
+                                                     "USER",
+                                                     "LOGNAME",
+                                                     "SHELL",
+                                                     "LANG",
+                                                     "LANGUAGE",
+                                                     "TZ",
+                                                     "TERM",
+                                                     "COLORTERM",
+                                                     "NO_COLOR",
+                                                     "TMPDIR",
+                                                     "XDG_CONFIG_HOME",
+                                                     "XDG_DATA_HOME",
+                                                     "XDG_CACHE_HOME",
+                                                     "XDG_STATE_HOME",
+                                                     "XDG_RUNTIME_DIR",
+                                                     "HTTP_PROXY",
+                                                     "HTTPS_PROXY",
+                                                     "NO_PROXY",
+                                                     "http_proxy",
+                                                     "https_proxy",
+                                                     "no_proxy",
+                                                     "SSL_CERT_FILE",
+                                                     "SSL_CERT_DIR",
+                                                     "NODE_EXTRA_CA_CERTS",
+                                                     "NODE_ENV"};
+constexpr std::array<std::string_view, 2> kPrefixes = {"LC_", "OPENCLAW_"};
+constexpr std::array<std::string_view, 10> kSecretWords = {
+    "KEY",        "SECRET", "PASSWORD",     "PASSWD", "TOKEN",
+    "CREDENTIAL", "DSN",    "DATABASE_URL", "COOKIE", "AUTH"};
+
+std::string upper(std::string_view s) {
+    std::string u(s);
+    for (auto& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return u;
+}
+
+bool in_list(std::string_view list, std::string_view name) {
+    while (!list.empty()) {
+        const auto comma = list.find(',');
+        auto item = list.substr(0, comma);
+        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+        if (!item.empty() && item.back() == '*') {
+            if (name.substr(0, item.size() - 1) == item.substr(0, item.size() - 1)) return true;
+        } else if (!item.empty() && item == name) {
+            return true;
+        }
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+    }
+    return false;
+}
+
+}  // namespace
+
+bool looks_secret(std::string_view name) noexcept {
+    const auto u = upper(name);
+    if (u.rfind("PG", 0) == 0) return true;
+    return std::any_of(kSecretWords.begin(), kSecretWords.end(),
+                       [&](std::string_view w) { return u.find(w) != std::string::npos; });
+}
+
+bool inherited(std::string_view name, std::string_view extra_allow) noexcept {
+    if (name.empty() || looks_secret(name)) return false;
+    if (std::find(kExact.begin(), kExact.end(), name) != kExact.end()) return true;
+    for (auto p : kPrefixes) {
+        if (name.substr(0, p.size()) == p) return true;
+    }
+    return in_list(extra_allow, name);
+}
+
+env_map build(const env_map& set, char** parent) {
+    if (parent == nullptr) parent = environ;
+    const char* allow = std::getenv(kAllowVariable);
+    const std::string_view extra = allow ? allow : "";
+    env_map out;
+    for (char** e = parent; e != nullptr && *e != nullptr; ++e) {
+        const std::string_view kv(*e);
+        const auto eq = kv.find('=');
+        if (eq == std::string_view::npos) continue;
+        const auto name = kv.substr(0, eq);
+        if (inherited(name, extra)) out.emplace(std::string(name), std::string(kv.substr(eq + 1)));
+    }
+    for (const auto& [k, v] : set) out.insert_or_assign(k, v);
+    return out;
+}
+
+void apply(process::spawn_options& o) {
+    o.env = build(o.env);
+    o.env_unset.clear();
+    o.replace_env = true;
+}
+
+}  // namespace awp::core::child_env
