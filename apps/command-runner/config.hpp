@@ -20,10 +20,10 @@ std::string normalize_api_url(std::string url);
 
 struct runner_config {
     std::string database_url;
-    std::string gateway_slug;   // GATEWAY_ID: this gateway's slug
+    std::string gateway_slug;   // GATEWAY_ID: this gateway's id or slug (resolved once)
     std::string gateway_token;  // GATEWAY_TOKEN: first registration (secret)
     std::string gateway_label;  // label given to consume_gateway_token
-    std::string tenant_id;      // TENANT_ID: only needed when the slug exists in several tenants
+    std::string tenant_id;      // TENANT_ID: optional; the gateway must belong to it
     std::string state_dir;      // keeps the registration (gateway id and slug) across restarts
     std::string instance;       // identity in leases and heartbeats
 

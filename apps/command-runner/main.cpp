@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
     daemon::cli cli("awp-command-runner", "Runs the agent_commands of one gateway");
     cli.add_common(common);
     auto& app = cli.app();
-    app.add_option("--gateway", cfg.gateway_slug, "This gateway's slug")->envname("GATEWAY_ID");
+    app.add_option("--gateway", cfg.gateway_slug, "This gateway's id or slug")
+        ->envname("GATEWAY_ID");
     cli.secret(app.add_option("--gateway-token", cfg.gateway_token,
                               "Registration token, exchanged once through consume_gateway_token")
                    ->envname("GATEWAY_TOKEN"));
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
                    "This host's api-gateway; others proxy this gateway's agents to it")
         ->envname("GATEWAY_API_URL");
     app.add_option("--tenant-id", cfg.tenant_id,
-                   "Tenant of the gateway (when its slug is not unique)")
+                   "Tenant of the gateway (optional: refuse to start on another tenant's)")
         ->envname("TENANT_ID");
     app.add_option("--state-dir", cfg.state_dir, "Keeps the registration across restarts")
         ->envname("AWP_STATE_DIR")

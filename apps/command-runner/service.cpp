@@ -25,6 +25,7 @@
 
 #include "awp/core/child_env.hpp"
 #include "awp/core/error.hpp"
+#include "awp/core/gateway.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/process.hpp"
@@ -146,18 +147,23 @@ void runner_service::request_stop() {
 // ---- start-up ------------------------------------------------------------------------------
 
 net::awaitable<void> runner_service::register_gateway() {
-    slug_ = cfg_.gateway_slug;
-    if (!slug_.empty()) co_return;
+    configured_gateway_ = cfg_.gateway_slug;
+    if (!configured_gateway_.empty()) co_return;
     const std::filesystem::path state = std::filesystem::path(cfg_.state_dir) / "registration.json";
     {
         std::ifstream in(state);
         std::stringstream ss;
         ss << in.rdbuf();
         auto d = core::json::try_parse(ss.str(), core::json::kSmall);
-        if (in && d && d->IsObject() && d->HasMember("gateway_slug") &&
-            (*d)["gateway_slug"].IsString()) {
-            slug_ = (*d)["gateway_slug"].GetString();
-            log::info("gateway registration found", {{"gateway", slug_}, {"file", state.string()}});
+        // The id when the file has it (a slug could be renamed; the id never changes).
+        if (in && d && d->IsObject()) {
+            configured_gateway_ = core::json::string_or(*d, "gateway_id");
+            if (configured_gateway_.empty())
+                configured_gateway_ = core::json::string_or(*d, "gateway_slug");
+        }
+        if (!configured_gateway_.empty()) {
+            log::info("gateway registration found",
+                      {{"gateway", configured_gateway_}, {"file", state.string()}});
             co_return;
         }
     }
@@ -194,6 +200,7 @@ net::awaitable<void> runner_service::register_gateway() {
     const auto d = core::json::parse_object(answer, core::json::kSmall);
     slug_ = core::json::string_or(d, "gateway_slug");
     const auto gateway_id = core::json::string_or(d, "gateway_id");
+    configured_gateway_ = gateway_id;
     if (slug_.empty() || gateway_id.empty()) {
         throw core::config_error("gateway registration answered without gateway_id/gateway_slug");
     }
@@ -206,8 +213,6 @@ net::awaitable<void> runner_service::register_gateway() {
 }
 
 net::awaitable<void> runner_service::heartbeat(pg::session& db) {
-    std::optional<std::string> tenant;
-    if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
     // Daemon-only row (users can read it, not write it): the sync state, and the address other
     // api-gateways proxy this gateway's agents to.
     std::vector<std::pair<std::string, std::string>> fields = {
@@ -224,10 +229,8 @@ net::awaitable<void> runner_service::heartbeat(pg::session& db) {
         "public.daemon_heartbeat("
         "p_gateway_slug => $1, p_daemon => $2, p_instance => $3, p_pid => $4, p_version => $5, "
         "p_started_at => $6::timestamptz, p_meta => $7::jsonb, p_tenant_id => $8::uuid)",
-        slug_, kDaemon, cfg_.instance, static_cast<int>(::getpid()), "0.1.0", started_at_, meta,
-        tenant);
-    gateway_id_ = r.get<std::string>(0, 0);
-    tenant_id_ = r.get<std::string>(0, 1);
+        gateway_id_, kDaemon, cfg_.instance, static_cast<int>(::getpid()), "0.1.0", started_at_,
+        meta, tenant_id_);
     const std::string status = r.get<std::string>(0, 2);
     if (status == "hibernating")
         log::debug("gateway is hibernating; commands still run", {{"gateway", slug_}});
@@ -342,7 +345,30 @@ net::awaitable<void> runner_service::housekeeping() {
 
 net::awaitable<void> runner_service::run() {
     co_await register_gateway();
-    // The gateway row must be reachable before anything else: retry while Postgres is down.
+    if (stopping_) co_return;
+    // GATEWAY_ID (or the stored registration) resolved once to the gateway's id and tenant:
+    // every call from now on names the id, so a gateway another tenant registers later under
+    // the same name changes nothing here. Retried while Postgres is down.
+    {
+        std::optional<std::string> tenant;
+        if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
+        for (;;) {
+            std::string failure;
+            try {
+                const auto gw = co_await core::gateway::resolve(db_, configured_gateway_, tenant);
+                gateway_id_ = gw.id;
+                slug_ = gw.slug;
+                tenant_id_ = gw.tenant_id;
+                break;
+            } catch (const pg::connection_error& e) {
+                failure = e.what();
+                db_.reset();
+            }
+            log::warn("start-up: cannot look up the gateway, retrying", {{"error", failure}});
+            co_await sleep_ms(1s);
+            if (stopping_) co_return;
+        }
+    }
     for (;;) {
         std::string failure;
         bool fatal = false;
@@ -441,8 +467,6 @@ command_row command_from(const pg::result& r) {
 }  // namespace
 
 net::awaitable<std::optional<command_row>> runner_service::lease() {
-    std::optional<std::string> tenant;
-    if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
     pg::result r;
     std::string failure;
     if (final_) {
@@ -454,7 +478,7 @@ net::awaitable<std::optional<command_row>> runner_service::lease() {
             r = co_await db_.query_prepared(sql::kFinishAndLease, c.id, c.lease_token,
                                             std::string(f.done ? "done" : "failed"), f.exit_code,
                                             f.error, f.out, f.err, f.patch, cfg_.lease_seconds(),
-                                            slug_, cfg_.instance, tenant);
+                                            gateway_id_, cfg_.instance, tenant_id_);
             written = true;
         } catch (const pg::connection_error& e) {
             failure = e.what();
@@ -476,8 +500,8 @@ net::awaitable<std::optional<command_row>> runner_service::lease() {
     }
     try {
         // Leased and started in one prepared statement (see queue_sql.hpp).
-        r = co_await db_.query_prepared(sql::kLeaseAndStart, cfg_.lease_seconds(), slug_,
-                                        cfg_.instance, tenant);
+        r = co_await db_.query_prepared(sql::kLeaseAndStart, cfg_.lease_seconds(), gateway_id_,
+                                        cfg_.instance, tenant_id_);
     } catch (const pg::connection_error& e) {
         failure = e.what();
         db_.reset();

@@ -97,6 +97,7 @@ private:
 
     net::io_context& ioc_;
     runner_config cfg_;
+    std::string configured_gateway_;  // GATEWAY_ID or the stored registration: id or slug
     std::string slug_, gateway_id_, tenant_id_, secrets_key_;
     std::string started_at_;
     core::pg::session db_;     // the lease loop's connection (one command at a time)

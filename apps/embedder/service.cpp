@@ -19,6 +19,7 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/error.hpp"
+#include "awp/core/gateway.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "text.hpp"
@@ -342,12 +343,15 @@ net::awaitable<void> service::indexing_loop() {
 }
 
 net::awaitable<int> service::index_batch() {
-    std::optional<std::string> gateway;
-    if (!cfg_.gateway.empty()) gateway = cfg_.gateway;
     pg::result r;
     std::string failure;
     try {
-        r = co_await db_.query_prepared(kLeaseSql, gateway, cfg_.batch_size, cfg_.lease_seconds,
+        // GATEWAY_ID resolved once, then its id passed: which tenant's items this embedder
+        // indexes never changes with what another tenant registers later.
+        if (!cfg_.gateway.empty() && !gateway_id_) {
+            gateway_id_ = (co_await core::gateway::resolve(db_, cfg_.gateway, std::nullopt)).id;
+        }
+        r = co_await db_.query_prepared(kLeaseSql, gateway_id_, cfg_.batch_size, cfg_.lease_seconds,
                                         instance_);
     } catch (const pg::connection_error& e) {
         db_.reset();

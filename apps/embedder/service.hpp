@@ -82,6 +82,7 @@ private:
     std::unique_ptr<core::listener> listener_;
     core::pg::session db_;
     std::string instance_;
+    std::optional<std::string> gateway_id_;  // GATEWAY_ID resolved at the first lease
 
     core::event wake_;
     core::event indexing_done_;

@@ -34,7 +34,8 @@ void add_options(core::daemon::cli& cli, config& c) {
     cli.add_common(c.common);
     auto& app = cli.app();
     app.add_option("--gateway", c.gateway, "This gateway's id or slug")->envname("GATEWAY_ID");
-    app.add_option("--tenant-id", c.tenant_id, "Tenant of the gateway (when its slug is ambiguous)")
+    app.add_option("--tenant-id", c.tenant_id,
+                   "Tenant of the gateway (optional: refuse to start on another tenant's)")
         ->envname("TENANT_ID");
     app.add_option("--runtime", c.runtime, "Agent runtime CLI (an executable, never a shell)")
         ->envname("AGENT_RUNTIME")

@@ -10,8 +10,8 @@ namespace awp::dispatcher {
 
 struct config {
     core::daemon::common_config common;
-    std::string gateway;               // GATEWAY_ID: the gateway's id or slug
-    std::string tenant_id;             // TENANT_ID: only needed when the slug exists in two tenants
+    std::string gateway;               // GATEWAY_ID: the gateway's id or slug (resolved once)
+    std::string tenant_id;             // TENANT_ID: optional; the gateway must belong to it
     std::string runtime = "openclaw";  // AGENT_RUNTIME
     int max_concurrent = 2;            // MAX_CONCURRENT agents woken at once
     double wake_timeout_s = 300;       // WAKE_TIMEOUT: a wake running longer is killed and failed

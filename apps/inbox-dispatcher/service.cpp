@@ -16,6 +16,7 @@
 
 #include "awp/core/child_env.hpp"
 #include "awp/core/error.hpp"
+#include "awp/core/gateway.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/process.hpp"
 #include "awp/core/time.hpp"
@@ -30,13 +31,6 @@ namespace {
 
 constexpr const char* kDaemon = "inbox-dispatcher";
 constexpr const char* kVersion = "0.1.0";
-
-// Gateway by id or slug, optionally within one tenant.
-constexpr const char* kResolveGatewaySql = R"(
-SELECT g.id::text, g.slug, g.tenant_id::text FROM public.gateways g
- WHERE (g.id::text = lower($1) OR g.slug = $1)
-   AND ($2::text IS NULL OR g.tenant_id = $2::uuid)
- ORDER BY g.created_at LIMIT 2)";
 
 // The gateway's ready agents with something to do now (their oldest item's age), and one last
 // row with the seconds until the next item becomes leasable (a back-off ends or a lease
@@ -169,39 +163,25 @@ net::awaitable<void> service::sleep_for(std::chrono::milliseconds d) {
     co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
 }
 
+// GATEWAY_ID resolved once (core::gateway): from here on every statement names the id.
 net::awaitable<void> service::resolve_gateway() {
     std::optional<std::string> tenant;
     if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
     for (;;) {
         std::string failure;
-        pg::result r;
-        pg::params p{cfg_.gateway, tenant};
         try {
-            r = co_await lease_db_.exec(kResolveGatewaySql, std::move(p), true);
+            const auto gw = co_await core::gateway::resolve(lease_db_, cfg_.gateway, tenant);
+            gateway_id_ = gw.id;
+            gateway_slug_ = gw.slug;
+            tenant_id_ = gw.tenant_id;
+            co_return;
         } catch (const pg::connection_error& e) {
             failure = e.what();
-        } catch (const pg::sql_error& e) {
-            throw core::config_error(std::string("cannot look up the gateway: ") + e.what());
         }
-        if (!failure.empty()) {
-            lease_db_.reset();
-            log::warn("cannot look up the gateway, retrying", {{"error", failure}});
-            co_await sleep_for(1s);
-            if (stopping_) co_return;
-            continue;
-        }
-        if (r.empty()) {
-            throw core::config_error("gateway \"" + cfg_.gateway + "\" not found" +
-                                     (tenant ? " in tenant " + *tenant : std::string()));
-        }
-        if (r.size() > 1) {
-            throw core::config_error("gateway slug \"" + cfg_.gateway +
-                                     "\" exists in several tenants: set TENANT_ID");
-        }
-        gateway_id_ = r.get<std::string>(0, 0);
-        gateway_slug_ = r.get<std::string>(0, 1);
-        tenant_id_ = r.get<std::string>(0, 2);
-        co_return;
+        lease_db_.reset();
+        log::warn("cannot look up the gateway, retrying", {{"error", failure}});
+        co_await sleep_for(1s);
+        if (stopping_) co_return;
     }
 }
 
@@ -572,9 +552,9 @@ net::awaitable<void> service::heartbeat_loop() {
                                  ",\"runtime\":\"" + json_escape(cfg_.runtime) + "\"}";
         std::string failure;
         try {
-            co_await heartbeat_db_.query(kHeartbeatSql, gateway_slug_, kDaemon,
-                                         cfg_.common.instance, static_cast<int>(::getpid()),
-                                         kVersion, started_at_, meta, tenant_id_);
+            co_await heartbeat_db_.query(kHeartbeatSql, gateway_id_, kDaemon, cfg_.common.instance,
+                                         static_cast<int>(::getpid()), kVersion, started_at_, meta,
+                                         tenant_id_);
             warned = false;
         } catch (const pg::connection_error& e) {
             heartbeat_db_.reset();

@@ -8,6 +8,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "awp/core/gateway.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
 
@@ -43,10 +44,12 @@ void add_options(core::daemon::cli& cli, config& c) {
         ->envname("TICK_INTERVAL")
         ->check(CLI::Range(0.2, 3600.0))
         ->capture_default_str();
-    app.add_option("--gateway", c.gateway, "Gateway (slug or id) the heartbeat is filed under")
+    app.add_option("--gateway", c.gateway,
+                   "Gateway (id or slug) the heartbeat is filed under, resolved once")
         ->envname("GATEWAY_ID")
         ->capture_default_str();
-    app.add_option("--tenant-id", c.tenant_id, "Tenant of that gateway when its slug is ambiguous")
+    app.add_option("--tenant-id", c.tenant_id,
+                   "Tenant of that gateway (optional: it must belong to it)")
         ->envname("TENANT_ID");
     app.add_option("--heartbeat-interval", c.heartbeat_s, "Seconds between heartbeats")
         ->envname("HEARTBEAT_INTERVAL")
@@ -250,9 +253,18 @@ net::awaitable<void> service::heartbeat_loop() {
                                  ",\"ticks_skipped\":" + std::to_string(ticks_skipped_) + "}";
         std::string failure;
         try {
-            co_await heartbeat_db_.query(kHeartbeatSql, cfg_.gateway, kDaemon, cfg_.common.instance,
+            // GATEWAY_ID resolved at the first heartbeat that reaches the database, then kept:
+            // the heartbeat names the id, whatever is registered or renamed later. A gateway
+            // not found is a warning (the scheduler's work is not the heartbeat's), retried.
+            if (gateway_id_.empty()) {
+                const auto gw =
+                    co_await core::gateway::resolve(heartbeat_db_, cfg_.gateway, tenant);
+                gateway_id_ = gw.id;
+                tenant_id_ = gw.tenant_id;
+            }
+            co_await heartbeat_db_.query(kHeartbeatSql, gateway_id_, kDaemon, cfg_.common.instance,
                                          static_cast<int>(::getpid()), kVersion, started_at_, meta,
-                                         tenant);
+                                         tenant_id_);
             warned = false;
         } catch (const pg::connection_error& e) {
             heartbeat_db_.reset();

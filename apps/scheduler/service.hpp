@@ -23,8 +23,8 @@ struct config {
     core::daemon::common_config common;
     double tick_interval_s = 60;  // TICK_INTERVAL: ticks fall on multiples of it (epoch-aligned)
     std::string gateway = "default";  // GATEWAY_ID: the gateway its heartbeat is filed under
-    std::string tenant_id;    // TENANT_ID: tenant of that gateway when the slug is ambiguous
-    double heartbeat_s = 30;  // HEARTBEAT_INTERVAL
+    std::string tenant_id;            // TENANT_ID: optional; the gateway must belong to it
+    double heartbeat_s = 30;          // HEARTBEAT_INTERVAL
 
     std::chrono::milliseconds tick_interval() const {
         return std::chrono::milliseconds(static_cast<long>(tick_interval_s * 1000));
@@ -71,6 +71,7 @@ private:
     net::io_context& ioc_;
     config cfg_;
     std::string started_at_;
+    std::string gateway_id_, tenant_id_;  // GATEWAY_ID resolved (first heartbeat)
     core::pg::session db_;
     core::pg::session heartbeat_db_;
     std::optional<std::int64_t> held_tick_;

@@ -1,5 +1,7 @@
 // Tenant isolation: for every tenant table and every RPC, a user of tenant A can neither read
 // nor change tenant B's rows; anon gets nothing; no function is executable by PUBLIC.
+#include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "schema_helpers.hpp"
@@ -336,4 +338,224 @@ TEST_CASE("current_is_operator: the service role, or a session whose claims say 
     CHECK(one(admin,
               "INSERT INTO app_users (email, password_hash) VALUES ('o@x.test', '$argon2id$x') "
               "RETURNING is_operator") == "f");
+}
+
+namespace {
+
+// Every relation of schema public a role could select from: tables, views, materialized views,
+// partitioned and foreign tables (what information_schema.tables does not all list).
+std::vector<std::string> public_relations(pg::connection& a) {
+    auto r = a.exec(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = 'public' AND c.relkind IN ('r', 'v', 'm', 'p', 'f') ORDER BY 1");
+    std::vector<std::string> out;
+    for (int i = 0; i < r.size(); ++i) out.push_back(r.get<std::string>(i, 0));
+    return out;
+}
+
+// A session of role authenticated whose claims carry no tenant: a fresh sign-up of a hosted
+// Supabase project (valid signature, no app_metadata.tenant_id).
+void as_claimless(pg::connection& c) {
+    c.exec("SET ROLE authenticated");
+    c.exec(
+        "SELECT set_config('request.jwt.claims', "
+        "'{\"role\":\"authenticated\",\"sub\":\"7d1c0a52-0000-4000-8000-0000000000ff\","
+        "\"app_metadata\":{\"provider\":\"email\"}}', false)");
+}
+
+}  // namespace
+
+TEST_CASE(
+    "no tenant, no data: a session without a tenant claim sees no row of any table and cannot "
+    "insert; anon reads nothing",
+    "[schema][isolation]") {
+    scoped_database db;
+    auto a = db.admin();
+    seed(a, kDefaultTenant, "d");  // rows of the default tenant in every tenant table
+    seed(a, new_tenant(a, "tenant-b"), "b");
+
+    auto none = db.api();
+    as_claimless(none);
+    auto anon = db.api();
+    awp::test::as_anon(anon);
+    CHECK(one(none, "SELECT current_tenant_id() IS NULL") == "t");
+
+    const auto relations = public_relations(a);
+    CHECK(relations.size() >= 26);
+    const auto with_tenant = tenant_tables(a);
+    for (const auto& t : relations) {
+        INFO("relation " << t);
+        // anon: no privilege, or no row.
+        {
+            std::string rows;
+            auto state = sqlstate_of([&] { rows = one(anon, "SELECT count(*) FROM " + t); });
+            CHECK((state == "42501" || (state.empty() && rows == "0")));
+        }
+        const bool tenant_table =
+            std::find(with_tenant.begin(), with_tenant.end(), t) != with_tenant.end();
+        if (!tenant_table) continue;
+        REQUIRE(count(a, "SELECT count(*) FROM " + t + " WHERE tenant_id = $1", {kDefaultTenant}) >
+                0);
+        // Read: no row of the default tenant (or of any other), or no privilege at all.
+        {
+            std::string rows;
+            auto state = sqlstate_of([&] { rows = one(none, "SELECT count(*) FROM " + t); });
+            CHECK((state == "42501" || (state.empty() && rows == "0")));
+        }
+        // Insert relying on the column default: refused, saying the session has no tenant.
+        const bool may_insert =
+            count(a,
+                  "SELECT count(*) FROM information_schema.role_table_grants WHERE table_schema = "
+                  "'public' AND table_name = $1 AND grantee = 'authenticated' AND "
+                  "privilege_type = 'INSERT'",
+                  {t}) > 0;
+        const auto before = count(a, "SELECT count(*) FROM " + t);
+        std::string message;
+        auto state = sqlstate_of([&] {
+            try {
+                none.exec("INSERT INTO " + t + " DEFAULT VALUES");
+            } catch (const pg::sql_error& e) {
+                message = e.what();
+                throw;
+            }
+        });
+        if (may_insert) {
+            CHECK(state == "AW009");
+            CHECK_THAT(message,
+                       Catch::Contains("the session has no tenant (app_metadata.tenant_id)"));
+        } else {
+            CHECK((state == "42501" || state == "AW009"));
+        }
+        // Insert naming the default tenant (a copy of one of its rows): refused by the policy.
+        auto cols =
+            one(a,
+                "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute "
+                "WHERE attrelid = ('public.' || $1)::regclass AND attnum > 0 AND NOT attisdropped "
+                "AND attgenerated = ''",
+                {t});
+        auto row = one(a,
+                       "SELECT (SELECT to_jsonb(r) || jsonb_build_object('id', gen_random_uuid()) "
+                       "FROM " +
+                           t + " r WHERE tenant_id = $1 LIMIT 1)::text",
+                       {kDefaultTenant});
+        CHECK_FALSE(sqlstate_of([&] {
+                        none.exec("INSERT INTO " + t + " (" + cols + ") SELECT " + cols +
+                                      " FROM jsonb_populate_record(NULL::" + t + ", $1::jsonb)",
+                                  {row});
+                    }).empty());
+        // Update and delete: nothing.
+        for (auto sql : {"UPDATE " + t + " SET tenant_id = tenant_id", "DELETE FROM " + t}) {
+            auto s = sqlstate_of([&] { CHECK(none.exec(sql).affected() == 0); });
+            CHECK((s.empty() || s == "42501"));
+        }
+        CHECK(count(a, "SELECT count(*) FROM " + t) == before);
+    }
+    // The tenants row and the user RPCs: nothing either.
+    CHECK(count(none, "SELECT count(*) FROM tenants") == 0);
+    CHECK(count(none, "SELECT count(*) FROM search_knowledge_items_text('')") == 0);
+    CHECK(count(none, "SELECT count(*) FROM search_knowledge_chunks_text('shared')") == 0);
+    auto d_agent =
+        one(a, "SELECT id FROM agents WHERE tenant_id = $1 AND slug = 'd-agent'", {kDefaultTenant});
+    CHECK(sqlstate_of([&] { none.exec("SELECT * FROM agent_reports_chain($1)", {d_agent}); }) ==
+          "AW003");
+    CHECK(sqlstate_of([&] { none.exec("SELECT * FROM get_agent_daily_usage($1)", {d_agent}); }) ==
+          "AW003");
+
+    // Claims that are empty, or a tenant claim that is '', count as no tenant; so does the role
+    // set the way the api-gateway sets it (set_config('role', ..., true) in a transaction).
+    for (auto claims : {"", "{}", R"({"role":"authenticated","app_metadata":{"tenant_id":""}})"}) {
+        INFO(claims);
+        none.exec("SELECT set_config('request.jwt.claims', $1, false)", {std::string(claims)});
+        CHECK(one(none, "SELECT current_tenant_id() IS NULL") == "t");
+        CHECK(count(none, "SELECT count(*) FROM agents") == 0);
+    }
+    auto api = db.api();
+    api.exec("BEGIN");
+    api.exec(
+        "SELECT set_config('role', 'authenticated', true), set_config('request.jwt.claims', "
+        "'{\"role\":\"authenticated\"}', true)");
+    CHECK(one(api, "SELECT current_tenant_id() IS NULL") == "t");
+    CHECK(count(api, "SELECT count(*) FROM gateways") == 0);
+    api.exec("ROLLBACK");
+
+    // anon may execute no function of ours but the registration exchange (which needs a token).
+    auto anon_fns = a.exec(
+        "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+        "WHERE n.nspname = 'public' AND has_function_privilege('anon', p.oid, 'EXECUTE') "
+        "AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass "
+        "AND d.objid = p.oid AND d.deptype = 'e')");
+    REQUIRE(anon_fns.size() == 1);
+    CHECK(anon_fns.get<std::string>(0, 0) == "consume_gateway_token");
+    CHECK(sqlstate_of([&] { anon.exec("SELECT consume_gateway_token('awpgt_guess')"); }) ==
+          "AW006");
+
+    // The service role, the daemons and the superuser keep the default tenant; the function
+    // stays STABLE plain SQL, an InitPlan in the plan of a policy-filtered query.
+    auto svc = db.api();
+    awp::test::as_service(svc);
+    CHECK(one(svc, "SELECT current_tenant_id()") == kDefaultTenant);
+    auto daemon = db.daemon();
+    CHECK(one(daemon, "SELECT current_tenant_id()") == kDefaultTenant);
+    CHECK(one(daemon, "INSERT INTO contacts (name) VALUES ('Grace') RETURNING tenant_id") ==
+          kDefaultTenant);
+    CHECK(one(a, "SELECT current_tenant_id()") == kDefaultTenant);
+    CHECK(one(a,
+              "SELECT p.provolatile || ' ' || l.lanname FROM pg_proc p JOIN pg_language l ON "
+              "l.oid = p.prolang WHERE p.oid = 'public.current_tenant_id()'::regprocedure") ==
+          "s sql");
+    auto user = db.api();
+    awp::test::as_user(user, kDefaultTenant, "7d1c0a52-0000-4000-8000-00000000000a");
+    auto plan = user.exec("EXPLAIN (COSTS OFF) SELECT id FROM agents WHERE gateway_id = $1",
+                          {default_gateway(a)});
+    std::string text;
+    for (int i = 0; i < plan.size(); ++i) text += plan.get<std::string>(i, 0) + "\n";
+    INFO(text);
+    CHECK_THAT(text, Catch::Contains("InitPlan"));
+    CHECK_THAT(text, Catch::Contains("tenant_id = $"));
+}
+
+TEST_CASE(
+    "gateway slugs are unique across tenants and never uuid-shaped; a gateway is named by its id "
+    "or its slug",
+    "[schema][isolation]") {
+    scoped_database db;
+    auto a = db.admin();
+    auto ta = new_tenant(a, "tenant-a");
+    auto tb = new_tenant(a, "tenant-b");
+    auto ga = new_gateway(a, ta, "edge");
+    // Even the superuser cannot give a second tenant the same slug.
+    CHECK(sqlstate_of([&] { new_gateway(a, tb, "edge"); }) == "23505");
+    // A tenant's user neither (the refusal does not depend on what RLS lets it see).
+    auto ub = db.api();
+    awp::test::as_user(ub, tb, "7d1c0a52-0000-4000-8000-00000000000b");
+    CHECK(sqlstate_of([&] { ub.exec("INSERT INTO gateways (slug) VALUES ('edge')"); }) == "23505");
+    auto gb = one(ub, "INSERT INTO gateways (slug) VALUES ('edge-b') RETURNING id");
+    CHECK(sqlstate_of([&] { ub.exec("UPDATE gateways SET slug = 'edge' WHERE id = $1", {gb}); }) ==
+          "23505");
+    // A slug shaped like a uuid would name a gateway other than the one with that id.
+    CHECK(sqlstate_of([&] { ub.exec("INSERT INTO gateways (slug) VALUES ($1)", {ga}); }) ==
+          "23514");
+
+    auto d = db.daemon();
+    CHECK(one(d, "SELECT awp_resolve_gateway($1)", {ga}) == ga);
+    std::string upper = ga;
+    for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+    CHECK(one(d, "SELECT awp_resolve_gateway($1)", {upper}) == ga);
+    CHECK(one(d, "SELECT awp_resolve_gateway('edge')") == ga);
+    CHECK(one(d, "SELECT awp_resolve_gateway($1, $2)", {ga, ta}) == ga);
+    CHECK(sqlstate_of([&] { d.exec("SELECT awp_resolve_gateway($1, $2)", {ga, tb}); }) == "AW003");
+    // Every p_gateway_slug parameter takes the id.
+    a.exec(
+        "INSERT INTO agent_commands (tenant_id, gateway_id, action) VALUES ($1, $2, 'auth_list')",
+        {ta, ga});
+    CHECK(d.exec("SELECT * FROM lease_and_start_command(60, $1, 'r1')", {ga}).size() == 1);
+    CHECK(d.exec("SELECT * FROM daemon_heartbeat($1, 'command-runner')", {ga}).size() == 1);
+    CHECK(d.exec("SELECT * FROM lease_knowledge_items_for_indexing($1)", {ga}).empty());
+
+    // Registration picks a slug no tenant uses.
+    auto token = one(a, "SELECT token FROM issue_gateway_token($1, 'Edge')", {tb});
+    auto anon = db.api();
+    awp::test::as_anon(anon);
+    auto reg = one(anon, "SELECT consume_gateway_token($1, 'Edge', 'edge')::text", {token});
+    CHECK_THAT(reg, Catch::Contains("\"gateway_slug\": \"edge-2\""));
 }

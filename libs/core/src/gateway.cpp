@@ -1,0 +1,42 @@
+// GATEWAY_ID resolved once to the gateway's id and tenant (see gateway.hpp).
+#include "awp/core/gateway.hpp"
+
+#include "awp/core/error.hpp"
+#include "awp/core/uuid.hpp"
+
+namespace awp::core::gateway {
+
+namespace {
+
+// Outside the coroutine: GCC 12 rejects string-literal temporaries in some coroutine frames.
+[[noreturn]] void refuse(const std::string& id_or_slug, const std::string& why) {
+    throw config_error("GATEWAY_ID \"" + id_or_slug + "\": " + why);
+}
+
+void check_tenant(const std::optional<std::string>& tenant_id) {
+    if (tenant_id && !uuid::parse(*tenant_id)) {
+        throw config_error("TENANT_ID must be a uuid, got \"" + *tenant_id + "\"");
+    }
+}
+
+}  // namespace
+
+boost::asio::awaitable<ref> resolve(pg::session& db, const std::string& id_or_slug,
+                                    const std::optional<std::string>& tenant_id) {
+    check_tenant(tenant_id);
+    pg::params p{pg::param(id_or_slug), pg::param(tenant_id)};
+    pg::result r;
+    try {
+        r = co_await db.exec(kResolveSql, std::move(p), true);
+    } catch (const pg::sql_error& e) {
+        refuse(id_or_slug, e.what());
+    }
+    if (r.size() != 1) refuse(id_or_slug, std::string("not found"));
+    ref out;
+    out.id = r.get<std::string>(0, 0);
+    out.slug = r.get<std::string>(0, 1);
+    out.tenant_id = r.get<std::string>(0, 2);
+    co_return out;
+}
+
+}  // namespace awp::core::gateway
