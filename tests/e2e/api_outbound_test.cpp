@@ -274,7 +274,7 @@ http::response validate(const gateway_process& gw, const std::string& token,
 
 TEST_CASE(
     "sources: connectors and OAuth token endpoints on loopback, link-local or a database "
-    "port are refused; redirects are not followed",
+    "port are refused, and redirects are not followed",
     "[api][sources][outbound]") {
     awp::test::scoped_database db;
     auto admin = db.admin();
@@ -316,7 +316,7 @@ TEST_CASE(
         check_refused(validate(gw, token, "pgport"), "database port");
         check_refused(validate(gw, token, "metadata"), "link-local");
         check_refused(validate(gw, token, "private"), "private");
-        CHECK(provider.calls == 0);
+        CHECK(provider.calls.load() == 0);
 
         // The OAuth token exchange goes to the token endpoint on loopback: refused, and the
         // authorization code never leaves the gateway.
@@ -349,12 +349,12 @@ TEST_CASE(
         gateway_process gw(db.api_dsn(), env, "awp-outbound-e2e-", setup);
         auto ok = validate(gw, token, "loop");
         CHECK(ok.status == 200);
-        CHECK(provider.calls == 1);
+        CHECK(provider.calls.load() == 1);
         check_refused(validate(gw, token, "pgport"), "database port");
         check_refused(validate(gw, token, "metadata"), "link-local");
         auto redirected = validate(gw, token, "redir");
         CHECK(redirected.status == 502);
-        CHECK(provider.calls == 2);
+        CHECK(provider.calls.load() == 2);
         CHECK(trap.accepted() == 0);
     }
 }

@@ -6,6 +6,9 @@
 #include <atomic>
 #include <thread>
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
 #include "awp/core/pg.hpp"
 #include "awp/http/client.hpp"
 #include "awp/http/outbound.hpp"
@@ -95,7 +98,7 @@ TEST_CASE("link-local, multicast, broadcast and database ports are refused whate
           std::string::npos);
     // The database ports on any host, loopback and public alike, even when allowed.
     for (const char* host : {"127.0.0.1", "::1", "8.8.8.8", "10.0.0.5", "::ffff:127.0.0.1"}) {
-        for (std::uint16_t port : {5432, 54343}) {
+        for (std::uint16_t port : {std::uint16_t{5432}, std::uint16_t{54343}}) {
             INFO(host << ":" << port);
             auto why = refusal(p, host, port, outbound_scope::internet);
             REQUIRE(why);

@@ -368,19 +368,33 @@ net::awaitable<response> gateway::files_get(request r) {
     }
     const auto root = cfg_.agents_dir + "/" + home.tenant_id + "/" + home.slug;
     const auto raw = r.param("path");
+    // A bad name is a 400 whether or not the sandbox exists yet.
+    const std::string rel = raw.empty() ? std::string() : clean_path(raw, true);
     fd_guard rootfd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (rootfd.get() < 0) {
         if (raw.empty()) co_return response::json(200, R"({"path":"","entries":[]})");
         throw http_error(404, "not_found", "no such file");
     }
-    std::string rel = raw.empty() ? std::string() : clean_path(raw, true);
     // O_NONBLOCK: opening a FIFO must not wait for a writer (it would stall this I/O thread
     // and every request on it); O_NOFOLLOW: a symbolic link is not a file to serve. What was
     // opened is looked at (fstat) before a byte is read.
     constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
     fd_guard fd(rel.empty() ? ::openat(rootfd.get(), ".", kFlags | O_DIRECTORY | O_CLOEXEC)
                             : open_beneath(rootfd.get(), rel, kFlags));
-    if (fd.get() < 0) throw open_failure(errno);
+    if (fd.get() < 0) {
+        const int err = errno;
+        if (err == ENXIO || err == ENODEV) {
+            // A socket (or a device without a driver) cannot be opened for reading: look at
+            // what it is without opening it for I/O, to say so.
+            fd_guard path(open_beneath(rootfd.get(), rel, O_PATH | O_NOFOLLOW));
+            struct stat ps {};
+            if (path.get() >= 0 && ::fstat(path.get(), &ps) == 0) {
+                throw http_error(403, "not_regular_file",
+                                 "the path is " + file_kind(ps.st_mode) + ", not a regular file");
+            }
+        }
+        throw open_failure(err);
+    }
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) throw http_error(404, "not_found", "no such file");
     if (S_ISDIR(st.st_mode)) {
