@@ -271,6 +271,9 @@ struct gateway_process : awp::test::api_gateway_process {
             {"HTTP_JSON_TOKEN_URL", fake.base() + "/oauth/token"},
             {"HTTP_JSON_CLIENT_ID", kClientId},
             {"HTTP_JSON_CLIENT_SECRET", kClientSecret},
+            // The fake provider (and the dead "down" connector) are on loopback, which the
+            // gateway reaches for tenants only where the operator allows it.
+            {"API_OUTBOUND_ALLOW", "127.0.0.1"},
         };
         for (auto& [k, v] : extra) env[k] = v;
         return env;

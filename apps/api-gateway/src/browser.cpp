@@ -19,6 +19,7 @@
 #include "awp/core/crypto.hpp"
 #include "awp/core/log.hpp"
 #include "awp/http/client.hpp"
+#include "awp/http/outbound.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
 
@@ -72,13 +73,13 @@ int int_param(const request& r, std::string_view name, int fallback, int lo, int
     return static_cast<int>(n);
 }
 
-/// The DevTools endpoint of an agent: agents.config browser.cdpUrl (or browser.cdp_url), else
-/// the gateway's API_BROWSER_CDP_URL.
-std::string cdp_url_of(const agent_home& a, const std::string& fallback) {
+/// The DevTools endpoint an agent's config names: agents.config browser.cdpUrl (or
+/// browser.cdp_url); nullopt when it names none (the gateway's API_BROWSER_CDP_URL is used).
+std::optional<std::string> agent_cdp_url(const agent_home& a) {
     auto d = core::json::try_parse(a.config_json, core::json::kPayload);
-    if (!d || !d->IsObject()) return fallback;
+    if (!d || !d->IsObject()) return std::nullopt;
     auto b = d->FindMember("browser");
-    if (b == d->MemberEnd() || !b->value.IsObject()) return fallback;
+    if (b == d->MemberEnd() || !b->value.IsObject()) return std::nullopt;
     for (const char* key : {"cdpUrl", "cdp_url"}) {
         auto u = b->value.FindMember(key);
         if (u == b->value.MemberEnd() || u->value.IsNull()) continue;
@@ -87,9 +88,9 @@ std::string cdp_url_of(const agent_home& a, const std::string& fallback) {
                              std::string("the agent's config.browser.") + key +
                                  " must be an http://host:port URL");
         }
-        return u->value.GetString();
+        return std::string(u->value.GetString(), u->value.GetStringLength());
     }
-    return fallback;
+    return std::nullopt;
 }
 
 /// Where to reach DevTools: an address, and the Host value Chromium accepts (it refuses host
@@ -99,7 +100,10 @@ struct cdp_peer {
     std::string authority;
 };
 
-net::awaitable<cdp_peer> resolve_peer(std::string url) {
+/// The address to connect to; with `check`, every address the host resolves to is checked
+/// first (403 outbound_refused), and the one connected to is one of them.
+net::awaitable<cdp_peer> resolve_peer(std::string url,
+                                      std::optional<http::outbound_check> check = std::nullopt) {
     auto u = http::parse_url(url);
     if (!u || u->scheme != "http") {
         throw unreachable("the DevTools endpoint is not an http://host:port URL");
@@ -107,6 +111,17 @@ net::awaitable<cdp_peer> resolve_peer(std::string url) {
     boost::system::error_code ec;
     auto addr = net::ip::make_address(u->host, ec);
     const auto port = static_cast<unsigned short>(std::stoul(u->port));
+    const auto checked = [&](const net::ip::address& a) {
+        if (!check) return;
+        try {
+            (*check)(u->host, a, port);
+        } catch (const http::outbound_refused& e) {
+            throw http_error(
+                403, "outbound_refused",
+                std::string("the agent's config.browser.cdpUrl is refused: ") + e.what());
+        }
+    };
+    if (!ec) checked(addr);
     if (ec) {
         auto ex = co_await net::this_coro::executor;
         tcp::resolver resolver(ex);
@@ -115,6 +130,7 @@ net::awaitable<cdp_peer> resolve_peer(std::string url) {
         if (rec || found.empty()) {
             throw unreachable("cannot resolve the browser host " + u->host);
         }
+        for (const auto& e : found) checked(e.endpoint().address());
         // DevTools listens on IPv4 loopback by default: prefer an IPv4 address ("localhost"
         // often resolves to ::1 first).
         addr = found.begin()->endpoint().address();
@@ -130,6 +146,25 @@ net::awaitable<cdp_peer> resolve_peer(std::string url) {
     p.authority =
         addr.is_v6() ? "[" + addr.to_string() + "]:" + u->port : addr.to_string() + ":" + u->port;
     co_return p;
+}
+
+/// The addresses of the agent's gateway host as its runner registered them (the host of
+/// its api_url, resolved); empty when none is registered or it does not resolve.
+net::awaitable<std::vector<net::ip::address>> registered_addresses(std::string api_url) {
+    std::vector<net::ip::address> out;
+    auto u = http::parse_url(api_url);
+    if (!u) co_return out;
+    boost::system::error_code ec;
+    auto addr = net::ip::make_address(u->host, ec);
+    if (!ec) {
+        out.push_back(addr);
+        co_return out;
+    }
+    tcp::resolver resolver(co_await net::this_coro::executor);
+    auto [rec, found] = co_await resolver.async_resolve(u->host, u->port, as_tuple(use_awaitable));
+    if (rec) co_return out;
+    for (const auto& e : found) out.push_back(e.endpoint().address());
+    co_return out;
 }
 
 struct page_tab {
@@ -376,6 +411,24 @@ bool is_cdp_url(std::string_view url) {
     return port >= 1 && port <= 65535;
 }
 
+namespace {
+
+net::awaitable<cdp_peer> devtools_peer(const gateway& g, agent_home home) {
+    auto own_url = agent_cdp_url(home);
+    // The operator's API_BROWSER_CDP_URL is the operator's to choose; an address a tenant
+    // wrote into the agent's config must be on the agent's own gateway host.
+    if (!own_url) {
+        auto peer = co_await resolve_peer(g.config().browser_cdp_url);
+        co_return peer;
+    }
+    auto own = co_await registered_addresses(home.api_url);
+    auto peer = co_await resolve_peer(
+        *own_url, g.outbound_check(http::outbound_scope::own_host, std::move(own)));
+    co_return peer;
+}
+
+}  // namespace
+
 net::awaitable<response> gateway::browser_state(request r) {
     auto p = require_session(r);
     auto home = co_await locate_agent(p, r.param("slug"));
@@ -385,8 +438,7 @@ net::awaitable<response> gateway::browser_state(request r) {
     }
     const auto deadline =
         steady::now() + std::chrono::milliseconds(static_cast<long>(cfg_.browser_timeout_s * 1000));
-    auto cdp_url = cdp_url_of(home, cfg_.browser_cdp_url);
-    auto peer = co_await resolve_peer(std::move(cdp_url));
+    auto peer = co_await devtools_peer(*this, home);
     auto tabs = co_await list_pages(peer, deadline);
     json_out o;
     o.w.StartObject();
@@ -432,8 +484,7 @@ net::awaitable<response> gateway::browser_screenshot(request r) {
     }
     const auto deadline =
         steady::now() + std::chrono::milliseconds(static_cast<long>(cfg_.browser_timeout_s * 1000));
-    auto cdp_url = cdp_url_of(home, cfg_.browser_cdp_url);
-    auto peer = co_await resolve_peer(std::move(cdp_url));
+    auto peer = co_await devtools_peer(*this, home);
     auto tabs = co_await list_pages(peer, deadline);
     if (tabs.empty()) {
         throw http_error(502, "browser_no_page", "the agent's browser has no open page");

@@ -9,11 +9,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 
 #include "awp/core/crypto.hpp"
+#include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "awp/http/client.hpp"
 #include "gateway.hpp"
@@ -40,6 +43,7 @@ public:
         return *this;
     }
     [[nodiscard]] int get() const noexcept { return fd_; }
+    int release() noexcept { return std::exchange(fd_, -1); }
 
 private:
     int fd_;
@@ -70,10 +74,19 @@ int open_beneath(int dir, const std::string& rel, int flags, mode_t mode = 0) {
     }
 }
 
+/// Longest name of one path component and of a whole path (Linux's NAME_MAX and PATH_MAX).
+constexpr std::size_t kMaxName = 255;
+constexpr std::size_t kMaxPath = 4096;
+
 /// The raw (encoded) tail decoded once and checked: segments non-empty, not . or .., without
-/// '/', '\\' or NUL after decoding. 400 otherwise.
+/// '/', '\\', NUL or other control characters after decoding, valid UTF-8, each at most 255
+/// bytes and the whole at most 4096. 400 naming the problem otherwise.
 std::string clean_path(std::string_view raw, bool encoded) {
     if (raw.empty()) throw http_error(400, "bad_path", "a file path is required");
+    if (raw.size() > 3 * kMaxPath) {
+        throw http_error(400, "bad_path",
+                         "the path is longer than " + std::to_string(kMaxPath) + " bytes");
+    }
     std::string out;
     std::size_t start = 0;
     while (start <= raw.size()) {
@@ -84,14 +97,32 @@ std::string clean_path(std::string_view raw, bool encoded) {
             encoded ? http::percent_decode(seg_raw) : std::optional<std::string>(seg_raw);
         if (!seg) throw http_error(400, "bad_path", "malformed percent-encoding in the path");
         if (seg->empty() || *seg == "." || *seg == ".." ||
-            seg->find_first_of(std::string_view("/\\\0", 3)) != std::string::npos) {
+            seg->find_first_of(std::string_view("/\\", 2)) != std::string::npos) {
             throw http_error(400, "bad_path", "the path must stay inside the agent's sandbox");
+        }
+        if (std::any_of(seg->begin(), seg->end(), [](char ch) {
+                const auto u = static_cast<unsigned char>(ch);
+                return u < 0x20 || u == 0x7f;
+            })) {
+            throw http_error(400, "bad_path",
+                             "the path contains a NUL or another control character");
+        }
+        if (!core::json::is_utf8(*seg)) {
+            throw http_error(400, "bad_path", "the path is not valid UTF-8");
+        }
+        if (seg->size() > kMaxName) {
+            throw http_error(
+                400, "bad_path",
+                "a name in the path is longer than " + std::to_string(kMaxName) + " bytes");
         }
         if (!out.empty()) out += '/';
         out += *seg;
         start = slash + 1;
     }
-    if (out.size() > 1024) throw http_error(400, "bad_path", "the path is too long");
+    if (out.size() > kMaxPath) {
+        throw http_error(400, "bad_path",
+                         "the path is longer than " + std::to_string(kMaxPath) + " bytes");
+    }
     return out;
 }
 
@@ -129,9 +160,59 @@ std::string content_type_for(const std::string& path) {
     return "application/octet-stream";
 }
 
+/// Types a browser may show under the API's origin: none of them runs script. Everything else
+/// (HTML, SVG, XML, JavaScript, unknown bytes) is a download in a sandbox.
+bool shown_inline(const std::string& content_type) {
+    const auto media = content_type.substr(0, content_type.find(';'));
+    static constexpr std::string_view kInline[] = {
+        "text/plain", "text/markdown", "text/csv",        "image/png",       "image/jpeg",
+        "image/gif",  "image/webp",    "application/pdf", "application/json"};
+    return std::find(std::begin(kInline), std::end(kInline), media) != std::end(kInline);
+}
+
+/// The file's name for Content-Disposition: ASCII fallback plus RFC 5987 filename*.
+std::string disposition(std::string_view kind, const std::string& rel) {
+    const auto base = rel.substr(rel.rfind('/') + 1);
+    std::string ascii;
+    for (char ch : base) {
+        const auto u = static_cast<unsigned char>(ch);
+        ascii.push_back(u >= 0x20 && u < 0x7f && ch != '"' && ch != '\\' ? ch : '_');
+    }
+    return std::string(kind) + "; filename=\"" + ascii + "\"; filename*=UTF-8''" +
+           http::percent_encode(base);
+}
+
+/// What kind of thing a non-regular file is, for the 4xx that refuses it.
+std::string file_kind(mode_t m) {
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISLNK(m)) return "a symbolic link";
+    if (S_ISDIR(m)) return "a directory";
+    return "not a regular file";
+}
+
+/// The open() failure as the caller should see it.
+http_error open_failure(int err) {
+    switch (err) {
+        case ELOOP:
+            return {403, "not_regular_file", "the path is a symbolic link, which is not followed"};
+        case EXDEV:
+            return {403, "bad_path", "the path leads outside the agent's sandbox"};
+        case ENAMETOOLONG:
+            return {400, "bad_path", "the path is too long"};
+        case EACCES:
+        case EPERM:
+            return {403, "forbidden", "the file cannot be read"};
+        default:
+            return {404, "not_found", "no such file"};
+    }
+}
+
 struct upload {
     std::string path;
-    std::string content;
+    std::string_view content;  // within the request body: the upload is held once
 };
 
 /// multipart/form-data: a "file" part (its filename is the path unless a "path" field is given).
@@ -163,7 +244,7 @@ upload parse_multipart(const request& r) {
         std::string heads = body.substr(pos, hend - pos);
         auto next = body.find("\r\n" + delim, hend + 4);
         if (next == std::string::npos) throw http_error(400, "bad_multipart", "unterminated part");
-        std::string data = body.substr(hend + 4, next - hend - 4);
+        std::string_view data = std::string_view(body).substr(hend + 4, next - hend - 4);
         auto attr = [&](const std::string& key) -> std::optional<std::string> {
             auto k = heads.find(key + "=\"");
             if (k == std::string::npos) return std::nullopt;
@@ -174,9 +255,9 @@ upload parse_multipart(const request& r) {
         auto name = attr(" name");
         if (!name) name = attr(";name");
         if (name && *name == "path") {
-            out.path = data;
+            out.path = std::string(data);
         } else if (name && *name == "file") {
-            out.content = std::move(data);
+            out.content = data;
             file_name = attr("filename");
             have_file = true;
         }
@@ -269,8 +350,10 @@ net::awaitable<response> gateway::proxy_to_gateway(request r, agent_home a) {
     }
     response out;
     out.status = answer->status;
-    if (auto ct = answer->header.get("content-type")) {
-        out.header.add("Content-Type", std::string(*ct));
+    // The type and how the remote gateway wants it shown (attachment + sandbox for active
+    // content) travel with the body; nothing else does.
+    for (const char* name : {"Content-Type", "Content-Disposition", "Content-Security-Policy"}) {
+        if (auto v = answer->header.get(name)) out.header.add(name, std::string(*v));
     }
     out.body = std::move(answer->body);
     co_return out;
@@ -285,15 +368,33 @@ net::awaitable<response> gateway::files_get(request r) {
     }
     const auto root = cfg_.agents_dir + "/" + home.tenant_id + "/" + home.slug;
     const auto raw = r.param("path");
+    // A bad name is a 400 whether or not the sandbox exists yet.
+    const std::string rel = raw.empty() ? std::string() : clean_path(raw, true);
     fd_guard rootfd(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (rootfd.get() < 0) {
         if (raw.empty()) co_return response::json(200, R"({"path":"","entries":[]})");
         throw http_error(404, "not_found", "no such file");
     }
-    std::string rel = raw.empty() ? std::string() : clean_path(raw, true);
-    fd_guard fd(rel.empty() ? ::openat(rootfd.get(), ".", O_RDONLY | O_CLOEXEC)
-                            : open_beneath(rootfd.get(), rel, O_RDONLY));
-    if (fd.get() < 0) throw http_error(404, "not_found", "no such file");
+    // O_NONBLOCK: opening a FIFO must not wait for a writer (it would stall this I/O thread
+    // and every request on it); O_NOFOLLOW: a symbolic link is not a file to serve. What was
+    // opened is looked at (fstat) before a byte is read.
+    constexpr int kFlags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK;
+    fd_guard fd(rel.empty() ? ::openat(rootfd.get(), ".", kFlags | O_DIRECTORY | O_CLOEXEC)
+                            : open_beneath(rootfd.get(), rel, kFlags));
+    if (fd.get() < 0) {
+        const int err = errno;
+        if (err == ENXIO || err == ENODEV) {
+            // A socket (or a device without a driver) cannot be opened for reading: look at
+            // what it is without opening it for I/O, to say so.
+            fd_guard path(open_beneath(rootfd.get(), rel, O_PATH | O_NOFOLLOW));
+            struct stat ps {};
+            if (path.get() >= 0 && ::fstat(path.get(), &ps) == 0) {
+                throw http_error(403, "not_regular_file",
+                                 "the path is " + file_kind(ps.st_mode) + ", not a regular file");
+            }
+        }
+        throw open_failure(err);
+    }
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) throw http_error(404, "not_found", "no such file");
     if (S_ISDIR(st.st_mode)) {
@@ -307,6 +408,8 @@ net::awaitable<response> gateway::files_get(request r) {
         while (auto* e = ::readdir(d)) {
             std::string name = e->d_name;
             if (name == "." || name == "..") continue;
+            // A name that is not UTF-8 cannot be written in JSON nor asked for again.
+            if (!core::json::is_utf8(name)) continue;
             struct stat es {};
             if (::fstatat(fd.get(), name.c_str(), &es, AT_SYMLINK_NOFOLLOW) != 0) continue;
             o.w.StartObject();
@@ -321,21 +424,22 @@ net::awaitable<response> gateway::files_get(request r) {
         o.w.EndObject();
         co_return response::json(200, o.str());
     }
-    if (!S_ISREG(st.st_mode)) throw http_error(404, "not_found", "no such file");
-    if (static_cast<std::size_t>(st.st_size) > 64 * 1024 * 1024) {
-        throw http_error(413, "file_too_large", "the file is too large to serve");
+    if (!S_ISREG(st.st_mode)) {
+        throw http_error(403, "not_regular_file",
+                         "the path is " + file_kind(st.st_mode) + ", not a regular file");
     }
-    std::string data;
-    data.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t off = 0;
-    while (off < data.size()) {
-        auto n = ::read(fd.get(), data.data() + off, data.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        off += static_cast<std::size_t>(n);
+    // The descriptor goes to the response: the server sends the file in bounded chunks.
+    const auto type = content_type_for(rel);
+    auto res = response::file(200, type, fd.release(), static_cast<std::uint64_t>(st.st_size));
+    if (shown_inline(type)) {
+        res.header.set("Content-Disposition", disposition("inline", rel));
+    } else {
+        // Active content (HTML, SVG, XML, scripts, unknown types) never runs under the API's
+        // origin: a download, and a sandbox should a browser render it anyway.
+        res.header.set("Content-Disposition", disposition("attachment", rel));
+        res.header.set("Content-Security-Policy", "sandbox");
     }
-    data.resize(off);
-    co_return response::bytes(200, content_type_for(rel), std::move(data));
+    co_return res;
 }
 
 net::awaitable<response> gateway::files_post(request r) {
@@ -356,7 +460,7 @@ net::awaitable<response> gateway::files_post(request r) {
         }
         if (!q || q->empty()) throw http_error(422, "invalid_field", "path is required");
         up.path = *q;
-        up.content = std::move(r.body);
+        up.content = r.body;
     }
     if (up.content.size() > cfg_.upload_limit) {
         throw http_error(413, "body_too_large", "the file exceeds the upload limit");

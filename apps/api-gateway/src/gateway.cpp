@@ -17,6 +17,7 @@
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
 #include "awp/http/client.hpp"
+#include "awp/http/outbound.hpp"
 #include "connectors.hpp"
 #include "json.hpp"
 #include "registry.hpp"
@@ -127,6 +128,11 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->envname("API_BROWSER_TIMEOUT")
         ->check(CLI::Range(0.1, 600.0))
         ->capture_default_str();
+    app.add_option("--outbound-allow", c.outbound_allow,
+                   "Comma list of CIDRs, addresses or host names (each optionally :port) the "
+                   "gateway may reach for tenants besides public addresses (connectors) and the "
+                   "agent's own host (DevTools); database ports and link-local stay refused")
+        ->envname("API_OUTBOUND_ALLOW");
 }
 
 void validate(gateway_config& c) {
@@ -164,6 +170,7 @@ void validate(gateway_config& c) {
         throw core::config_error("API_BROWSER_CDP_URL must be http://host:port, got \"" +
                                  c.browser_cdp_url + "\"");
     }
+    (void)http::outbound_policy(c.outbound_allow, {});  // config_error naming a bad entry
     if (c.threads == 0)
         c.threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }

@@ -21,6 +21,7 @@
 #include "awp/core/daemon.hpp"
 #include "awp/core/pg.hpp"
 #include "awp/http/message.hpp"
+#include "awp/http/outbound.hpp"
 #include "awp/http/server.hpp"
 
 namespace awp::api {
@@ -61,6 +62,10 @@ struct gateway_config {
     double proxy_timeout_s = 30;         // API_PROXY_TIMEOUT: requests to other gateways
     std::string browser_cdp_url = "http://127.0.0.1:9222";  // API_BROWSER_CDP_URL
     double browser_timeout_s = 10;                          // API_BROWSER_TIMEOUT
+    // API_OUTBOUND_ALLOW: CIDRs / addresses / host names [:port] the gateway may reach on a
+    // tenant's behalf beyond the default policy (loopback and private networks are refused for
+    // source connectors, anything but the agent's own host for DevTools).
+    std::string outbound_allow;
     std::chrono::milliseconds drain_timeout{20'000};
 };
 
@@ -251,6 +256,10 @@ public:
     /// method but GET, HEAD and OPTIONS (routes()).
     void check_same_origin(const request& r) const;
     [[nodiscard]] const gateway_config& config() const noexcept { return cfg_; }
+    /// The outbound policy of a call made on a tenant's behalf (outbound.cpp): API_OUTBOUND_ALLOW
+    /// and, refused on every host, the ports of the gateway's database and of every workspace's.
+    [[nodiscard]] http::outbound_check outbound_check(http::outbound_scope scope,
+                                                      std::vector<net::ip::address> own = {}) const;
     db_pool& db() { return *db_; }
     registry& workspaces() { return *registry_; }
     connector_registry& connectors() { return *connectors_; }

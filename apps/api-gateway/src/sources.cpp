@@ -10,6 +10,7 @@
 #include "awp/core/time.hpp"
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
+#include "awp/http/outbound.hpp"
 #include "connectors.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
@@ -176,6 +177,7 @@ std::optional<oauth_state> open_state(const std::string& value, const std::strin
 struct upstream_answer {
     bool answered = false;
     bool timed_out = false;
+    bool refused = false;  // the outbound policy refused the address (nothing was sent)
     std::string failure;
     unsigned status = 0;
     std::string content_type;
@@ -189,6 +191,9 @@ net::awaitable<upstream_answer> call_upstream(http::client_request req) {
         got = co_await http::fetch(std::move(req));
     } catch (const http::upstream_error& e) {
         out.timed_out = e.what_kind() == http::upstream_error::kind::timeout;
+        out.failure = e.what();
+    } catch (const http::outbound_refused& e) {
+        out.refused = true;
         out.failure = e.what();
     }
     if (got) {
@@ -205,6 +210,11 @@ net::awaitable<upstream_answer> call_upstream(http::client_request req) {
                                   const std::string& what, const std::string& clear = {}) {
     log::warn("source provider call failed",
               {{"connector", c.id}, {"call", what}, {"error", a.failure}});
+    if (a.refused) {
+        const auto message = c.label + " is not contacted: " + a.failure;
+        if (!clear.empty()) flow_error(403, "outbound_refused", message, clear);
+        throw http_error(403, "outbound_refused", message);
+    }
     if (a.timed_out) {
         if (!clear.empty()) {
             flow_error(504, "provider_timeout", c.label + " did not answer in time", clear);
@@ -568,6 +578,7 @@ net::awaitable<response> gateway::sources_validate(request r) {
         up.header.add("Content-Type", "application/json");
         up.body = extra_json;
     }
+    up.check = outbound_check(http::outbound_scope::internet);
     auto a = co_await call_upstream(std::move(up));
     if (!a.answered) transport_error(a, c, "validate");
     if (a.status < 200 || a.status >= 300) provider_status_error(a, c, token);
@@ -651,6 +662,7 @@ net::awaitable<response> gateway::sources_browse(request r) {
         }
         if (!q.empty()) up.url = with_query(up.url, q);
     }
+    up.check = outbound_check(http::outbound_scope::internet);
     auto a = co_await call_upstream(std::move(up));
     if (!a.answered) transport_error(a, c, "browse");
     if (a.status < 200 || a.status >= 300) provider_status_error(a, c, conn.token);
@@ -815,6 +827,7 @@ net::awaitable<response> gateway::oauth_callback(request r) {
     const auto key = secrets_key(cfg_);
 
     auto exchange = token_request(*c, code, st->verifier, st->redirect_uri);
+    exchange.check = outbound_check(http::outbound_scope::internet);
     auto a = co_await call_upstream(std::move(exchange));
     if (!a.answered) transport_error(a, *c, "token", clear);
     const auto tok = parse_token_answer(*c, a);

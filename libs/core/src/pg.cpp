@@ -484,4 +484,37 @@ void transaction::commit() {
     done_ = true;
 }
 
+std::vector<std::uint16_t> dsn_ports(const std::string& dsn) {
+    std::vector<std::uint16_t> out;
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+    if (err) PQfreemem(err);
+    if (!opts) return out;
+    std::string ports;
+    for (PQconninfoOption* o = opts; o->keyword; ++o) {
+        if (std::string_view(o->keyword) == "port" && o->val) ports = o->val;
+    }
+    PQconninfoFree(opts);
+    if (ports.empty()) {
+        const char* env = std::getenv("PGPORT");
+        ports = env && *env ? env : "5432";
+    }
+    std::size_t start = 0;
+    while (start <= ports.size()) {
+        auto comma = ports.find(',', start);
+        if (comma == std::string::npos) comma = ports.size();
+        const auto item = std::string_view(ports).substr(start, comma - start);
+        unsigned v = 0;
+        auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+        if (item.empty()) {
+            v = 5432;  // an empty entry of a list means the default
+        } else if (ec != std::errc() || end != item.data() + item.size() || v == 0 || v > 65535) {
+            v = 0;
+        }
+        if (v != 0) out.push_back(static_cast<std::uint16_t>(v));
+        start = comma + 1;
+    }
+    return out;
+}
+
 }  // namespace awp::core::pg

@@ -150,6 +150,13 @@ net::awaitable<response> fetch(client_request r) {
         throw upstream_error(upstream_error::kind::unreachable,
                              "cannot resolve " + u->host + ": " + rec.message());
     }
+    if (r.check) {
+        // Every address, before connecting to any: a name that resolves to one public and one
+        // internal address is refused, not tried in turn.
+        for (const auto& e : endpoints) {
+            r.check(u->host, e.endpoint().address(), e.endpoint().port());
+        }
+    }
     stream.expires_after(left(deadline));
     auto [cec, ep] = co_await stream.async_connect(endpoints, net::as_tuple(use_awaitable));
     (void)ep;

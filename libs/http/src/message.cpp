@@ -1,6 +1,8 @@
 // Plain-value HTTP helpers: headers, query and cookie parsing, escapes, error bodies.
 #include "awp/http/message.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 
@@ -106,6 +108,18 @@ response response::json(unsigned status, std::string body) {
 response response::error(unsigned status, std::string_view code, std::string_view message) {
     return json(status, R"({"error":{"code":)" + json_quote(code) + R"(,"message":)" +
                             json_quote(message) + "}}");
+}
+
+file_body::~file_body() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+response response::file(unsigned status, std::string content_type, int fd, std::uint64_t size) {
+    response r;
+    r.status = status;
+    r.header.set("Content-Type", std::move(content_type));
+    r.body_file = std::make_shared<file_body>(fd, size);
+    return r;
 }
 
 response response::bytes(unsigned status, std::string content_type, std::string body) {

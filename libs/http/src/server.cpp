@@ -2,7 +2,12 @@
 // strand, per-route body limits, timeouts, the access log and the drain.
 #include "awp/http/server.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <mutex>
 #include <set>
 
@@ -17,6 +22,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -146,21 +152,80 @@ namespace {
 
 using beast_response = bhttp::response<bhttp::string_body>;
 
-beast_response to_beast(response r, unsigned version, bool keep_alive, bool hsts, bool head) {
-    beast_response out;
+/// Status, the handler's headers and the ones every response carries.
+template <class Body>
+void fill_header(bhttp::response<Body>& out, const response& r, unsigned version, bool keep_alive,
+                 bool hsts) {
     out.version(version);
     out.result(r.status);
     out.reason(reason(r.status));
     for (const auto& [n, v] : r.header.fields()) out.insert(n, v);
     if (!r.header.has("Cache-Control")) out.set(bhttp::field::cache_control, "no-store");
+    // A handler's own Content-Security-Policy is sent besides the server's: browsers enforce
+    // every policy, so neither weakens the other.
     headers sec;
     add_security_headers(sec, hsts);
     for (const auto& [n, v] : sec.fields()) out.insert(n, v);
     out.keep_alive(keep_alive && !r.close);
-    const auto size = r.body.size();
+}
+
+beast_response to_beast(response r, unsigned version, bool keep_alive, bool hsts, bool head) {
+    beast_response out;
+    fill_header(out, r, version, keep_alive, hsts);
+    const auto size = r.body_file ? r.body_file->size() : r.body.size();
     if (!head) out.body() = std::move(r.body);
     out.content_length(size);
     return out;
+}
+
+/// Sends a file_body response in chunks of file_body::kChunk, each under the write timeout.
+/// False when the connection cannot be used any more (write failed, the file shrank).
+net::awaitable<bool> write_file_response(beast::tcp_stream& stream, response r, unsigned version,
+                                         bool keep_alive, const server_options& o) {
+    bhttp::response<bhttp::buffer_body> out;
+    fill_header(out, r, version, keep_alive, o.hsts);
+    const auto file = r.body_file;
+    out.content_length(file->size());
+    out.body().data = nullptr;
+    out.body().more = true;
+    bhttp::response_serializer<bhttp::buffer_body> sr{out};
+    stream.expires_after(o.write_timeout);
+    auto [hec, hn] = co_await bhttp::async_write_header(stream, sr, net::as_tuple(use_awaitable));
+    (void)hn;
+    if (hec) co_return false;
+    std::vector<char> chunk(file_body::kChunk);
+    std::uint64_t left = file->size();
+    off_t at = 0;
+    while (!sr.is_done()) {
+        if (left == 0) {
+            out.body().data = nullptr;
+            out.body().more = false;
+        } else {
+            const auto want = static_cast<std::size_t>(
+                std::min<std::uint64_t>(left, static_cast<std::uint64_t>(chunk.size())));
+            ssize_t n = 0;
+            do {
+                n = ::pread(file->fd(), chunk.data(), want, at);
+            } while (n < 0 && errno == EINTR);
+            if (n <= 0) {
+                core::log::warn("file response ended early",
+                                {{"error", n < 0 ? std::string(std::strerror(errno))
+                                                 : std::string("the file shrank")}});
+                co_return false;
+            }
+            at += static_cast<off_t>(n);
+            left -= static_cast<std::uint64_t>(n);
+            out.body().data = chunk.data();
+            out.body().size = static_cast<std::size_t>(n);
+            out.body().more = true;
+        }
+        stream.expires_after(o.write_timeout);
+        auto [ec, wn] = co_await bhttp::async_write(stream, sr, net::as_tuple(use_awaitable));
+        (void)wn;
+        if (ec == bhttp::error::need_buffer) continue;
+        if (ec) co_return false;
+    }
+    co_return true;
 }
 
 struct outcome {
@@ -339,11 +404,19 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         const auto method = std::string(hdr.method_string());
         const auto path = std::string(hdr.target().substr(0, hdr.target().find('?')));
         const auto bytes_in = parser.get().body().size();
-        auto out = to_beast(std::move(res), hdr.version(), keep, o.hsts, head);
-        const auto bytes_out = out.body().size();
-        stream.expires_after(o.write_timeout);
-        auto [wec, wn] = co_await bhttp::async_write(stream, out, net::as_tuple(use_awaitable));
-        (void)wn;
+        std::size_t bytes_out = 0;
+        bool written = false;
+        if (res.body_file && !head) {
+            bytes_out = static_cast<std::size_t>(res.body_file->size());
+            written = co_await write_file_response(stream, std::move(res), hdr.version(), keep, o);
+        } else {
+            auto out = to_beast(std::move(res), hdr.version(), keep, o.hsts, head);
+            bytes_out = out.body().size();
+            stream.expires_after(o.write_timeout);
+            auto [wec, wn] = co_await bhttp::async_write(stream, out, net::as_tuple(use_awaitable));
+            (void)wn;
+            written = !wec;
+        }
         if (o.access_log) {
             const auto us = std::chrono::duration_cast<std::chrono::microseconds>(
                                 std::chrono::steady_clock::now() - started)
@@ -356,7 +429,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                                         {"bytes_out", bytes_out},
                                         {"remote", remote}});
         }
-        if (wec || !keep) break;
+        if (!written || !keep) break;
     }
     boost::system::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);

@@ -56,6 +56,10 @@ private:
 [[nodiscard]] std::optional<rapidjson::Document> try_parse(std::string_view text,
                                                            const limits& l = {});
 
+/// The text is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
+/// above U+10FFFF), as every JSON string must be.
+[[nodiscard]] bool is_utf8(std::string_view text) noexcept;
+
 /// A value serialised back to compact JSON.
 [[nodiscard]] std::string to_string(const rapidjson::Value& v);
 

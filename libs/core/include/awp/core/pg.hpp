@@ -282,6 +282,10 @@ private:
     bool done_ = false;
 };
 
+/// The TCP ports a DSN (URI or key=value) connects to: every port of a multi-host "port" list,
+/// else PGPORT, else 5432. Empty for a DSN libpq cannot parse.
+[[nodiscard]] std::vector<std::uint16_t> dsn_ports(const std::string& dsn);
+
 /// Runs fn(conn) inside BEGIN/COMMIT on an async connection; ROLLBACK when fn throws.
 template <class F>
 net::awaitable<void> async_transaction(connection& c, F fn) {

@@ -5,9 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/address.hpp>
 
 #include "awp/http/message.hpp"
 
@@ -43,10 +47,15 @@ struct client_request {
     std::chrono::milliseconds timeout{10'000};  // the whole exchange
     std::size_t body_limit = 64 * 1024 * 1024;
     std::string ca_file;  // https: PEM bundle to trust instead of the system store
+    /// Called with the URL's host and every address it resolved to before any connection is
+    /// made; it throws (outbound_refused, outbound.hpp) to refuse. The connection then goes to
+    /// those checked addresses: there is no second lookup. fetch never follows redirects.
+    std::function<void(std::string_view host, const net::ip::address&, std::uint16_t port)> check;
 };
 
-/// Performs the request on the calling coroutine's executor. Any status is a response;
-/// failures to connect, time-outs and protocol errors throw upstream_error.
+/// Performs the request on the calling coroutine's executor. Any status is a response (a 3xx
+/// is returned as it is, never followed); failures to connect, time-outs and protocol errors
+/// throw upstream_error; an address refused by `check` throws what check threw.
 net::awaitable<response> fetch(client_request r);
 
 /// The same, blocking, on a private io_context (tests, CLIs).

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,17 +61,39 @@ struct request {
     [[nodiscard]] std::string media_type() const;
 };
 
+/// A response body read from an open file while it is sent, at most kChunk bytes at a time:
+/// a download of any size costs the same memory. Owns the descriptor (closed with the last
+/// copy). Exactly `size` bytes are sent; a file that shrinks meanwhile ends the connection.
+class file_body {
+public:
+    static constexpr std::size_t kChunk = 64 * 1024;
+    file_body(int fd, std::uint64_t size) noexcept : fd_(fd), size_(size) {}
+    ~file_body();
+    file_body(const file_body&) = delete;
+    file_body& operator=(const file_body&) = delete;
+    [[nodiscard]] int fd() const noexcept { return fd_; }
+    [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+
+private:
+    int fd_;
+    std::uint64_t size_;
+};
+
 struct response {
     unsigned status = 200;
     headers header;
     std::string body;
     bool close = false;  // close the connection after this response
+    /// When set, the body is this file's content (and `body` is ignored).
+    std::shared_ptr<file_body> body_file;
 
     /// A JSON response from an already serialised body.
     static response json(unsigned status, std::string body);
     /// The error body every awp HTTP service uses: {"error":{"code","message"}}.
     static response error(unsigned status, std::string_view code, std::string_view message);
     static response bytes(unsigned status, std::string content_type, std::string body);
+    /// A body streamed from an open regular file (file_body takes the descriptor).
+    static response file(unsigned status, std::string content_type, int fd, std::uint64_t size);
 };
 
 /// Thrown by handlers to answer with an error body; the server turns it into response::error.
