@@ -18,8 +18,9 @@ PACKAGES=(
   postgresql-${PG_MAJOR} postgresql-client-${PG_MAJOR} postgresql-server-dev-${PG_MAJOR}
   curl procps iproute2 python3
 )
-# Extra packages for tests and benchmarks only (AWP_DEPS=full): browser, load generator, unit checker.
-TEST_PACKAGES=(chromium wrk systemd docker-compose)
+# Extra packages for tests and benchmarks only (AWP_DEPS=full): browser, load generator, unit checker,
+# clang-16 with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh, scripts/test-sanitize.sh).
+TEST_PACKAGES=(chromium wrk systemd docker-compose clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm-16)
 
 need_root() {
   if [[ $(id -u) -ne 0 ]]; then

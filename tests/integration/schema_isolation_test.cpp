@@ -367,7 +367,7 @@ void as_claimless(pg::connection& c) {
 
 TEST_CASE(
     "no tenant, no data: a session without a tenant claim sees no row of any table and cannot "
-    "insert; anon reads nothing",
+    "insert, and anon reads nothing",
     "[schema][isolation]") {
     scoped_database db;
     auto a = db.admin();
@@ -445,8 +445,14 @@ TEST_CASE(
                     }).empty());
         // Update and delete: nothing.
         for (auto sql : {"UPDATE " + t + " SET tenant_id = tenant_id", "DELETE FROM " + t}) {
-            auto s = sqlstate_of([&] { CHECK(none.exec(sql).affected() == 0); });
-            CHECK((s.empty() || s == "42501"));
+            long affected = -1;
+            auto s = sqlstate_of([&] { affected = static_cast<long>(none.exec(sql).affected()); });
+            INFO(sql);
+            if (s.empty()) {
+                CHECK(affected == 0);
+            } else {
+                CHECK(s == "42501");
+            }
         }
         CHECK(count(a, "SELECT count(*) FROM " + t) == before);
     }
@@ -500,7 +506,7 @@ TEST_CASE(
           kDefaultTenant);
     CHECK(one(a, "SELECT current_tenant_id()") == kDefaultTenant);
     CHECK(one(a,
-              "SELECT p.provolatile || ' ' || l.lanname FROM pg_proc p JOIN pg_language l ON "
+              "SELECT p.provolatile::text || ' ' || l.lanname FROM pg_proc p JOIN pg_language l ON "
               "l.oid = p.prolang WHERE p.oid = 'public.current_tenant_id()'::regprocedure") ==
           "s sql");
     auto user = db.api();
@@ -515,7 +521,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "gateway slugs are unique across tenants and never uuid-shaped; a gateway is named by its id "
+    "gateway slugs are unique across tenants and never uuid-shaped, and a gateway is named by its "
+    "id "
     "or its slug",
     "[schema][isolation]") {
     scoped_database db;

