@@ -204,6 +204,34 @@ TEST_CASE("trust: every route against every kind of caller", "[api][trust]") {
         }
     }
     CHECK(gw.get("/api/health").status == 200);
+
+    // Another tenant's user against a real agent of tenant t: every agent route answers 404
+    // (the agent does not exist for that tenant) before any file, browser or proxy is touched;
+    // the owner's user reaches it.
+    auto admin = db.admin();
+    const auto other = std::string(
+        admin
+            .exec("INSERT INTO tenants (name, slug) VALUES ('Other', $1) RETURNING id::text",
+                  {awp::test::random_name("other")})
+            .get<std::string>(0, 0));
+    admin.exec("INSERT INTO agents (tenant_id, name, slug) VALUES ($1, 'owned', 'owned')", {t});
+    const auto owner = "Bearer " + sign("authenticated", tenant_md(t));
+    const auto stranger = "Bearer " + sign("authenticated", tenant_md(other));
+    auto raw = [&](const std::string& auth) {
+        auto h = with(auth, "application/octet-stream");
+        return gw.request("POST", "/api/agents/owned/files?path=n.txt", h, "mine");
+    };
+    CHECK(raw(stranger).status == 404);
+    CHECK(raw(owner).status == 201);
+    for (const std::string path :
+         {"/api/agents/owned/files", "/api/agents/owned/files/n.txt",
+          "/api/agents/owned/browser/state", "/api/agents/owned/browser/screenshot"}) {
+        INFO(path);
+        auto res = gw.get(path, with(stranger));
+        CHECK(res.status == 404);
+        CHECK(res.body.find("mine") == std::string::npos);
+    }
+    CHECK(gw.get("/api/agents/owned/files/n.txt", with(owner)).body == "mine");
 }
 
 TEST_CASE("trust: cross-site state changes are refused on every state-changing route",
