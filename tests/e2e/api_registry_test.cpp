@@ -26,6 +26,7 @@
 #include "awp/core/crypto.hpp"
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
+#include "support/api_process.hpp"
 #include "support/child.hpp"
 #include "support/net.hpp"
 #include "support/test_db.hpp"
@@ -151,12 +152,6 @@ std::string error_code(const http::response& r) {
 std::string add_body(const std::string& label, const std::string& url) {
     return R"({"label":")" + label + R"(","url":")" + url +
            R"(","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})";
-}
-
-/// A postgres:// URL of the api role on a test database (what an operator registers).
-std::string api_url(const awp::test::scoped_database& db) {
-    return "postgresql://awp_api:" + awp::test::require_env("AWP_PG_API_PASSWORD") +
-           "@127.0.0.1:" + awp::test::require_env("AWP_PG_PORT") + "/" + db.name();
 }
 
 int file_mode(const fs::path& p) {
@@ -417,8 +412,8 @@ TEST_CASE("workspaces: a session is bound to its workspace's database, one pool 
         REQUIRE(r.status == 201);
         return std::string(parse(r.body)["id"].GetString());
     };
-    const auto a = add("Alpha", api_url(alpha));
-    const auto b = add("Beta", api_url(beta));
+    const auto a = add("Alpha", awp::test::api_role_url(alpha));
+    const auto b = add("Beta", awp::test::api_role_url(beta));
     const auto ta = user_token(kDefaultTenant, a);
     const auto tb = user_token(kDefaultTenant, b);
 
@@ -474,7 +469,7 @@ TEST_CASE("workspaces: a session is bound to its workspace's database, one pool 
 
     // At most two workspace pools (API_WORKSPACE_POOLS=2): a third closes the least recently
     // used one (alpha, last used before beta), and its connections go.
-    const auto g = add("Gamma", api_url(gamma));
+    const auto g = add("Gamma", awp::test::api_role_url(gamma));
     const auto tg = user_token(kDefaultTenant, g);
     CHECK(tenant_name(tb) == "Beta");
     CHECK(tenant_name(tg) == "Gamma");
@@ -491,7 +486,7 @@ TEST_CASE("workspaces: a session is bound to its workspace's database, one pool 
                 it = list.Erase(it);
             } else {
                 if (std::string((*it)["id"].GetString()) == g) {
-                    (*it)["url"].SetString(api_url(beta).c_str(), d.GetAllocator());
+                    (*it)["url"].SetString(awp::test::api_role_url(beta).c_str(), d.GetAllocator());
                 }
                 ++it;
             }

@@ -90,12 +90,6 @@ void add_user(const awp::test::scoped_database& db, const std::string& email,
     REQUIRE(*rc == 0);
 }
 
-/// A postgres:// URL of the api role on a test database (what an operator registers).
-std::string api_url(const awp::test::scoped_database& db) {
-    return "postgresql://awp_api:" + awp::test::require_env("AWP_PG_API_PASSWORD") +
-           "@127.0.0.1:" + awp::test::require_env("AWP_PG_PORT") + "/" + db.name();
-}
-
 std::string login_body(const std::string& email, const std::string& password,
                        const std::string& workspace = {}) {
     return R"({"email":")" + email + R"(","password":")" + password + "\"" +
@@ -319,7 +313,7 @@ TEST_CASE(
     user_cookie.add("Cookie", session_cookie(user_login));
     user_cookie.add("Content-Type", "application/json");
     const std::string add_alpha =
-        R"({"label":"Alpha","url":")" + api_url(alpha) +
+        R"({"label":"Alpha","url":")" + awp::test::api_role_url(alpha) +
         R"(","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})";
     auto refused = gw.request("POST", "/api/workspaces", user_cookie, add_alpha);
     CHECK(refused.status == 403);
@@ -398,18 +392,19 @@ TEST_CASE(
     CHECK(su.status == 422);
     CHECK(error_code(su) == "role_bypasses_rls");
     // The api role on a migrated database is fine.
-    auto good = validate(api_url(db));
+    auto good = validate(awp::test::api_role_url(db));
     INFO(good.body);
     CHECK(good.status == 200);
     // Twice within the limit: 429.
-    gw.request("POST", "/api/workspaces/validate", op, R"({"url":")" + api_url(db) + "\"}");
-    auto fast =
-        gw.request("POST", "/api/workspaces/validate", op, R"({"url":")" + api_url(db) + "\"}");
+    gw.request("POST", "/api/workspaces/validate", op,
+               R"({"url":")" + awp::test::api_role_url(db) + "\"}");
+    auto fast = gw.request("POST", "/api/workspaces/validate", op,
+                           R"({"url":")" + awp::test::api_role_url(db) + "\"}");
     CHECK(fast.status == 429);
     // Not for ordinary users at all.
     auto user = gw.request(
         "POST", "/api/workspaces/validate",
         with("Bearer " + sign("authenticated", tenant_md(kDefaultTenant)), "application/json"),
-        R"({"url":")" + api_url(db) + "\"}");
+        R"({"url":")" + awp::test::api_role_url(db) + "\"}");
     CHECK(user.status == 403);
 }

@@ -19,6 +19,11 @@ namespace awp::test {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+std::string api_role_url(const scoped_database& db) {
+    return "postgresql://awp_api:" + require_env("AWP_PG_API_PASSWORD") +
+           "@127.0.0.1:" + require_env("AWP_PG_PORT") + "/" + db.name();
+}
+
 api_gateway_process::api_gateway_process(
     const std::string& dsn, env_map extra, const std::string& prefix,
     const std::function<void(const fs::path& dir, env_map& env)>& prepare) {

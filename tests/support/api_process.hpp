@@ -17,6 +17,12 @@ namespace awp::test {
 inline constexpr const char* kApiJwtSecret = "e2e-jwt-secret-that-is-long-enough-0123456789";
 inline constexpr const char* kApiServiceKey = "e2e-service-role-key-0123456789abcdef";
 
+class scoped_database;
+
+/// A postgresql:// URL of the api role (awp_api, with its password) on a test database: what
+/// an operator registers as a workspace.
+std::string api_role_url(const scoped_database& db);
+
 class api_gateway_process {
 public:
     using env_map = std::map<std::string, std::string>;
