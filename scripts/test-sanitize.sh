@@ -16,6 +16,7 @@ if [[ ! -f $AWP_BUILD_DIR/build.ninja ]]; then
     -DAWP_WERROR=OFF >/dev/null
 fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$REPO/fuzz/lsan.supp}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:suppressions=$REPO/fuzz/ubsan.supp}
 status=0
 AWP_BUILD_TARGETS="unit_tests integration_tests awp_fuzzers" AWP_TEST_TIMEOUT=600 \
