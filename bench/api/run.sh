@@ -75,7 +75,10 @@ echo "== awp-api-gateway benchmark ($(nproc) cores, load $(cut -d' ' -f1-3 /proc
 # 1. The Next.js peer: packages from the registry, a production build, next start.
 ( cd "$APP"
   if [ ! -d node_modules/next ]; then
-    if [ -f package-lock.json ]; then npm ci --no-audit --no-fund --loglevel=error; else npm install --no-audit --no-fund --loglevel=error; fi
+    # npm ci when the lock file satisfies this npm (newer ones want every platform's optional
+    # package listed), else npm install, which keeps to the lock file's versions.
+    npm ci --no-audit --no-fund --loglevel=error 2>/dev/null ||
+      npm install --no-audit --no-fund --loglevel=error
   fi
   NEXT_TELEMETRY_DISABLED=1 npx --no-install next build >"$OUT/next-build.log" 2>&1 ) ||
   { echo "next build failed (see $OUT/next-build.log)" >&2; exit 1; }
