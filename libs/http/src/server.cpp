@@ -242,6 +242,10 @@ public:
     unique_fd& operator=(const unique_fd&) = delete;
     [[nodiscard]] int get() const noexcept { return fd_; }
     int release() noexcept { return std::exchange(fd_, -1); }
+    void reset(int fd) noexcept {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = fd;
+    }
 
 private:
     int fd_;
@@ -428,7 +432,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         unique_fd spool;
         const bool spooled = !early && m.options.spool_body;
         if (spooled) {
-            spool = unique_fd(open_spool(m.options.spool_dir));
+            spool.reset(open_spool(m.options.spool_dir));
             if (spool.get() < 0) {
                 core::log::error("cannot make a file for the request body",
                                  {{"dir", m.options.spool_dir}, {"error", std::strerror(errno)}});
