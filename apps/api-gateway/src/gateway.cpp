@@ -3,6 +3,7 @@
 #include "gateway.hpp"
 
 #include <sodium.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -170,8 +171,13 @@ void validate(gateway_config& c) {
     }
     if (!c.upload_spool_dir.empty()) {
         std::error_code ec;
-        if (!fs::is_directory(c.upload_spool_dir, ec)) {
-            throw core::config_error("API_UPLOAD_SPOOL_DIR must be an existing directory, got \"" +
+        // Made on first start, for the daemon's user alone.
+        if (fs::create_directories(c.upload_spool_dir, ec)) {
+            fs::permissions(c.upload_spool_dir, fs::perms::owner_all, ec);
+        }
+        if (!fs::is_directory(c.upload_spool_dir, ec) ||
+            ::access(c.upload_spool_dir.c_str(), W_OK | X_OK) != 0) {
+            throw core::config_error("API_UPLOAD_SPOOL_DIR must be a writable directory, got \"" +
                                      c.upload_spool_dir + "\"");
         }
     }
