@@ -6,11 +6,14 @@
 // over the limit is a 413 that leaves nothing behind.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -280,6 +283,34 @@ std::vector<std::string> files_under(const fs::path& dir) {
     }
     std::sort(out.begin(), out.end());
     return out;
+}
+
+/// awp-api-gateway started with `extra` besides the minimum: its exit status once it ends on
+/// its own within 10 s (-1 when it had to be killed).
+int start_and_wait(const std::string& dsn, const std::vector<std::string>& extra) {
+    const std::string bin = std::string(AWP_BIN_DIR) + "/awp-api-gateway";
+    std::vector<std::string> env = {"PATH=/usr/bin:/bin",
+                                    std::string("JWT_SECRET=") + awp::test::kApiJwtSecret,
+                                    "AWP_API_DATABASE_URL=" + dsn, "API_PORT=0"};
+    env.insert(env.end(), extra.begin(), extra.end());
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<char*> argv{const_cast<char*>(bin.c_str()), nullptr};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid = -1;
+    REQUIRE(posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), envp.data()) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int st = 0;
+    for (int i = 0; i < 200; ++i) {
+        if (::waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        std::this_thread::sleep_for(50ms);
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &st, 0);
+    return -1;
 }
 
 /// The gateway spools upload bodies into <scratch>/spool.
@@ -673,4 +704,16 @@ TEST_CASE("agent files: an upload over the limit is a 413 and leaves no file", "
     CHECK(ok.head.rfind("HTTP/1.1 201", 0) == 0);
     CHECK(file_sha256(box / "m.bin") == ok.sent_sha256);
     CHECK(files_under(box) == std::vector<std::string>{"m.bin"});
+
+    // A spool directory that is missing is made for the daemon alone; one that is not a
+    // writable directory is bad configuration.
+    {
+        const auto made = gw.dir / "made" / "spool";
+        gateway_process other(db.api_dsn(), {{"API_UPLOAD_SPOOL_DIR", made.string()}});
+        CHECK(fs::is_directory(made));
+        CHECK((fs::status(made).permissions() & fs::perms::all) == fs::perms::owner_all);
+    }
+    { std::ofstream(gw.dir / "not-a-dir") << "x"; }
+    CHECK(start_and_wait(db.api_dsn(),
+                         {"API_UPLOAD_SPOOL_DIR=" + (gw.dir / "not-a-dir").string()}) == 78);
 }
