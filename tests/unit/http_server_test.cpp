@@ -1,7 +1,14 @@
 // awp::http::server over a real loopback socket: JSON errors, 405 + Allow, body limits and 413,
 // Expect: 100-continue, header limits, the header/body/idle timeouts (slow clients cannot hold
-// a connection), handler failures, and the drain on stop().
+// a connection), handler failures, the drain on stop(), and bodies spooled to disk.
 #include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
 
 #include <rapidjson/document.h>
 #include <boost/asio/steady_timer.hpp>
@@ -348,4 +355,139 @@ TEST_CASE("server: stop() finishes requests in flight and closes idle connection
         refused = true;
     }
     CHECK(refused);
+}
+
+namespace {
+
+/// A spooled body read back from its file, and where the file is.
+http::response spooled_echo(const http::request& r) {
+    if (!r.body_file) return http::response::error(500, "not_spooled", "no body file");
+    std::string back(static_cast<std::size_t>(r.body_file->size()), '\0');
+    std::size_t got = 0;
+    while (got < back.size()) {
+        const auto n = ::pread(r.body_file->fd(), back.data() + got, back.size() - got,
+                               static_cast<off_t>(got));
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    back.resize(got);
+    struct stat st {};
+    ::fstat(r.body_file->fd(), &st);
+    char where[512] = {};
+    const auto n = ::readlink(("/proc/self/fd/" + std::to_string(r.body_file->fd())).c_str(), where,
+                              sizeof where - 1);
+    auto res = http::response::bytes(200, "application/octet-stream", back);
+    res.header.add("X-Memory-Body", std::to_string(r.body.size()));
+    res.header.add("X-Links", std::to_string(st.st_nlink));
+    res.header.add("X-Where", n > 0 ? std::string(where, static_cast<std::size_t>(n)) : "?");
+    return res;
+}
+
+net::awaitable<http::response> h_spooled(http::request r) { co_return spooled_echo(r); }
+
+http::router spool_routes(const std::string& dir) {
+    http::router r;
+    http::route_options spool;
+    spool.body_limit = 200'000;
+    spool.spool_body = true;
+    spool.spool_dir = dir;
+    r.add("POST", "/spool", h_spooled, spool);
+    spool.spool_dir = dir + "/missing";
+    r.add("POST", "/nowhere", h_spooled, spool);
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("server: a spool_body route gets its body in an unlinked file, limits and timeouts kept",
+          "[http][server]") {
+    char tmpl[] = "/tmp/awp-spool-test-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    const std::string dir = tmpl;
+    auto o = quiet();
+    o.body_timeout = milliseconds(300);
+    {
+        server s(spool_routes(dir), o);
+        std::string big(150'000, 'x');  // more than one 64 KiB piece
+        for (std::size_t i = 0; i < big.size(); i += 997) big[i] = static_cast<char>('a' + i % 26);
+        SECTION("fixed length, and a second request pipelined on the same connection") {
+            raw c(s.port());
+            REQUIRE(c.send("POST /spool HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+                           std::to_string(big.size()) + "\r\n\r\n" + big +
+                           "POST /spool HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nend"));
+            auto a = c.read();
+            REQUIRE(a);
+            CHECK(a->status == 200);
+            CHECK(a->body == big);
+            CHECK(a->has_header("x-memory-body: 0"));
+            CHECK(a->has_header("x-links: 0"));  // never linked into a directory
+            std::string lower_dir = dir;         // the answer's head is lower-cased
+            for (auto& ch : lower_dir)
+                ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            CHECK(a->head.find("x-where: " + lower_dir + "/") != std::string::npos);
+            auto b = c.read();
+            REQUIRE(b);
+            CHECK(b->status == 200);
+            CHECK(b->body == "end");
+        }
+        SECTION("chunked, and empty") {
+            raw c(s.port());
+            std::string chunked =
+                "POST /spool HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n";
+            for (std::size_t i = 0; i < big.size(); i += 40'000) {
+                const auto piece = big.substr(i, 40'000);
+                char len[16];
+                std::snprintf(len, sizeof len, "%zx", piece.size());
+                chunked += std::string(len) + "\r\n" + piece + "\r\n";
+            }
+            chunked += "0\r\n\r\n";
+            REQUIRE(c.send(chunked));
+            auto a = c.read();
+            REQUIRE(a);
+            CHECK(a->status == 200);
+            CHECK(a->body == big);
+            REQUIRE(c.send("POST /spool HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n"));
+            auto e = c.read();
+            REQUIRE(e);
+            CHECK(e->status == 200);
+            CHECK(e->body.empty());
+        }
+        SECTION("over the limit, declared or chunked: 413 and the connection closed") {
+            raw c(s.port());
+            REQUIRE(c.send("POST /spool HTTP/1.1\r\nHost: t\r\nContent-Length: 200001\r\n\r\n"));
+            auto a = c.read();
+            REQUIRE(a);
+            CHECK(a->status == 413);
+            CHECK(c.closed_within(milliseconds(2000)));
+            raw d(s.port());
+            REQUIRE(
+                d.send("POST /spool HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"));
+            for (int i = 0; i < 5; ++i) {
+                if (!d.send("ea60\r\n" + std::string(60'000, 'z') + "\r\n")) break;
+            }
+            auto b = d.read();
+            REQUIRE(b);
+            CHECK(b->status == 413);
+            CHECK(error_code(*b) == "body_too_large");
+            CHECK(d.closed_within(milliseconds(2000)));
+        }
+        SECTION("a body that stops arriving is 408") {
+            raw c(s.port());
+            REQUIRE(c.send("POST /spool HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nabc"));
+            auto a = c.read(milliseconds(3000));
+            REQUIRE(a);
+            CHECK(a->status == 408);
+            CHECK(c.closed_within(milliseconds(2000)));
+        }
+        SECTION("no place to spool: 503, not a crash") {
+            raw c(s.port());
+            REQUIRE(c.send("POST /nowhere HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"));
+            auto a = c.read();
+            REQUIRE(a);
+            CHECK(a->status == 503);
+            CHECK(error_code(*a) == "unavailable");
+        }
+    }
+    // Nothing is left in the spool directory.
+    CHECK(::rmdir(dir.c_str()) == 0);
 }

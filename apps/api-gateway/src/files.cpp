@@ -14,12 +14,14 @@
 #include <cstring>
 #include <filesystem>
 #include <utility>
+#include <vector>
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
+#include "awp/http/multipart.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
 
@@ -211,59 +213,92 @@ http_error open_failure(int err) {
     }
 }
 
+/// The request body wherever the server left it: a spooled file (the upload route) or memory.
+/// Read a bounded piece at a time; never held whole.
+class body_source {
+public:
+    explicit body_source(const request& r) : r_(r) {}
+    [[nodiscard]] std::uint64_t size() const noexcept {
+        return r_.body_file ? r_.body_file->size() : r_.body.size();
+    }
+    /// Up to `n` bytes at `offset`; fewer only at the end (or when the file shrank: 0).
+    std::size_t read(std::uint64_t offset, char* out, std::size_t n) const {
+        if (!r_.body_file) {
+            if (offset >= r_.body.size()) return 0;
+            const auto k = std::min<std::uint64_t>(n, r_.body.size() - offset);
+            std::memcpy(out, r_.body.data() + offset, static_cast<std::size_t>(k));
+            return static_cast<std::size_t>(k);
+        }
+        for (;;) {
+            const auto got = ::pread(r_.body_file->fd(), out, n, static_cast<off_t>(offset));
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) throw http_error(500, "internal", "cannot read the uploaded body");
+            return static_cast<std::size_t>(got);
+        }
+    }
+
+private:
+    const request& r_;
+};
+
+/// Where the file's bytes are within the request body.
 struct upload {
     std::string path;
-    std::string_view content;  // within the request body: the upload is held once
+    std::uint64_t offset = 0;
+    std::uint64_t size = 0;
 };
 
 /// multipart/form-data: a "file" part (its filename is the path unless a "path" field is given).
-upload parse_multipart(const request& r) {
-    auto ct = std::string(r.header.get("content-type").value_or(""));
-    auto b = ct.find("boundary=");
-    if (b == std::string::npos)
-        throw http_error(400, "bad_multipart", "multipart boundary missing");
-    std::string boundary = ct.substr(b + 9);
-    if (auto semi = boundary.find(';'); semi != std::string::npos) boundary.resize(semi);
-    if (boundary.size() >= 2 && boundary.front() == '"')
-        boundary = boundary.substr(1, boundary.size() - 2);
-    const std::string delim = "--" + boundary;
-    const std::string& body = r.body;
+/// One streaming pass over the body in kChunk pieces: the "path" field is kept (it is short:
+/// longer is a 400), the file part only as the range of the body it spans, copied later.
+upload parse_multipart(const request& r, const body_source& body) {
+    http::multipart_reader reader(
+        http::multipart_boundary(r.header.get("content-type").value_or("")));
     upload out;
     std::optional<std::string> file_name;
     bool have_file = false;
-    std::size_t pos = body.find(delim);
-    if (pos == std::string::npos) throw http_error(400, "bad_multipart", "no multipart parts");
-    for (;;) {
-        pos += delim.size();
-        if (body.compare(pos, 2, "--") == 0) break;
-        if (body.compare(pos, 2, "\r\n") != 0)
-            throw http_error(400, "bad_multipart", "malformed part");
-        pos += 2;
-        auto hend = body.find("\r\n\r\n", pos);
-        if (hend == std::string::npos)
-            throw http_error(400, "bad_multipart", "malformed part headers");
-        std::string heads = body.substr(pos, hend - pos);
-        auto next = body.find("\r\n" + delim, hend + 4);
-        if (next == std::string::npos) throw http_error(400, "bad_multipart", "unterminated part");
-        std::string_view data = std::string_view(body).substr(hend + 4, next - hend - 4);
-        auto attr = [&](const std::string& key) -> std::optional<std::string> {
-            auto k = heads.find(key + "=\"");
-            if (k == std::string::npos) return std::nullopt;
-            auto e = heads.find('"', k + key.size() + 2);
-            if (e == std::string::npos) return std::nullopt;
-            return heads.substr(k + key.size() + 2, e - k - key.size() - 2);
-        };
-        auto name = attr(" name");
-        if (!name) name = attr(";name");
-        if (name && *name == "path") {
-            out.path = std::string(data);
-        } else if (name && *name == "file") {
-            out.content = data;
-            file_name = attr("filename");
+    enum class into { nothing, path, file } current = into::nothing;
+    bool file_started = false;
+    reader.on_part = [&](const http::multipart_reader::part& p) {
+        current = into::nothing;
+        if (p.name && *p.name == "path") {
+            current = into::path;
+            out.path.clear();
+        } else if (p.name && *p.name == "file") {
+            current = into::file;
+            file_name = p.filename;
             have_file = true;
+            file_started = false;
+            out.size = 0;
         }
-        pos = next + 2;
+    };
+    reader.on_data = [&](std::uint64_t at, std::string_view bytes) {
+        if (current == into::path) {
+            // Raw bytes: clean_path checks them; more than any valid path can be is refused here.
+            if (out.path.size() + bytes.size() > kMaxPath) {
+                throw http_error(400, "bad_path",
+                                 "the path is longer than " + std::to_string(kMaxPath) + " bytes");
+            }
+            out.path.append(bytes);
+        } else if (current == into::file) {
+            if (!file_started) out.offset = at;
+            file_started = true;
+            out.size += bytes.size();
+        }
+    };
+    reader.on_part_end = [&] {
+        if (current == into::file && !file_started) out.offset = 0;
+        current = into::nothing;
+    };
+    std::vector<char> chunk(http::file_body::kChunk);
+    std::uint64_t at = 0;
+    while (at < body.size() && !reader.done()) {
+        const auto n = body.read(at, chunk.data(), chunk.size());
+        if (n == 0) break;
+        reader.feed(std::string_view(chunk.data(), n));
+        at += n;
     }
+    reader.finish();
     if (!have_file) throw http_error(422, "invalid_field", "file part is required");
     if (out.path.empty() && file_name) out.path = *file_name;
     if (out.path.empty()) throw http_error(422, "invalid_field", "path is required");
@@ -358,7 +393,20 @@ net::awaitable<response> gateway::proxy_to_gateway(request r, agent_home a) {
     if (auto ct = r.header.get("content-type")) up.header.add("Content-Type", std::string(*ct));
     if (auto fp = r.header.get("x-file-path")) up.header.add("X-File-Path", std::string(*fp));
     up.header.add(std::string(kProxiedHeader), "1");
-    up.body = std::move(r.body);
+    if (r.body_file) {
+        // The proxy still sends one buffer: the body, at most the upload limit, is read back
+        // from the spool file into memory (only for agents of another gateway).
+        const body_source src(r);
+        up.body.resize(static_cast<std::size_t>(src.size()));
+        std::size_t got = 0;
+        while (got < up.body.size()) {
+            const auto n = src.read(got, up.body.data() + got, up.body.size() - got);
+            if (n == 0) throw http_error(500, "internal", "cannot read the uploaded body");
+            got += n;
+        }
+    } else {
+        up.body = std::move(r.body);
+    }
     up.timeout = std::chrono::milliseconds(static_cast<long>(cfg_.proxy_timeout_s * 1000));
     std::optional<response> answer;
     std::optional<http::upstream_error::kind> failure;
@@ -478,9 +526,10 @@ net::awaitable<response> gateway::files_post(request r) {
         auto proxied = co_await proxy_to_gateway(std::move(r), std::move(home));
         co_return proxied;
     }
+    const body_source body(r);
     upload up;
     if (r.media_type() == "multipart/form-data") {
-        up = parse_multipart(r);
+        up = parse_multipart(r, body);
     } else {
         auto q = r.query_param("path");
         if (!q) {
@@ -488,9 +537,9 @@ net::awaitable<response> gateway::files_post(request r) {
         }
         if (!q || q->empty()) throw http_error(422, "invalid_field", "path is required");
         up.path = *q;
-        up.content = r.body;
+        up.size = body.size();
     }
-    if (up.content.size() > cfg_.upload_limit) {
+    if (up.size > cfg_.upload_limit) {
         throw http_error(413, "body_too_large", "the file exceeds the upload limit");
     }
     const auto rel = clean_path(up.path, false);
@@ -515,15 +564,28 @@ net::awaitable<response> gateway::files_post(request r) {
     const auto tmp = ".upload-" + core::crypto::hex_encode(core::crypto::random_bytes(8));
     fd_guard out(::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
     if (out.get() < 0) throw http_error(500, "internal", "cannot write the file");
-    std::size_t off = 0;
-    while (off < up.content.size()) {
-        auto n = ::write(out.get(), up.content.data() + off, up.content.size() - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
+    // Copied a bounded chunk at a time from the body (the spool file) to the new file.
+    std::vector<char> chunk(http::file_body::kChunk);
+    std::uint64_t copied = 0;
+    while (copied < up.size) {
+        const auto want =
+            static_cast<std::size_t>(std::min<std::uint64_t>(chunk.size(), up.size - copied));
+        const auto got = body.read(up.offset + copied, chunk.data(), want);
+        bool failed = got == 0;
+        for (std::size_t off = 0; !failed && off < got;) {
+            auto n = ::write(out.get(), chunk.data() + off, got - off);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                failed = true;
+                break;
+            }
+            off += static_cast<std::size_t>(n);
+        }
+        if (failed) {
             ::unlinkat(dir.get(), tmp.c_str(), 0);
             throw http_error(500, "internal", "cannot write the file");
         }
-        off += static_cast<std::size_t>(n);
+        copied += got;
     }
     ::fsync(out.get());
     struct stat target {};
@@ -540,7 +602,7 @@ net::awaitable<response> gateway::files_post(request r) {
     o.w.StartObject();
     o.kv("path", rel);
     o.key("size");
-    o.w.Uint64(up.content.size());
+    o.w.Uint64(up.size);
     o.kv("contentType", content_type_for(rel));
     o.w.EndObject();
     co_return response::json(201, o.str());

@@ -3,6 +3,7 @@
 #include "gateway.hpp"
 
 #include <sodium.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -86,6 +87,10 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
     app.add_option("--upload-limit", c.upload_limit, "Largest agent file upload in bytes")
         ->envname("API_UPLOAD_LIMIT")
         ->capture_default_str();
+    app.add_option("--upload-spool-dir", c.upload_spool_dir,
+                   "Directory for upload bodies while they arrive (unlinked files; default "
+                   "$TMPDIR, else /tmp)")
+        ->envname("API_UPLOAD_SPOOL_DIR");
     app.add_option("--login-max-failures", c.login_max_failures,
                    "Failed logins per account or address before 429")
         ->envname("API_LOGIN_MAX_FAILURES")
@@ -164,6 +169,18 @@ void validate(gateway_config& c) {
         c.public_url.rfind("https://", 0) != 0) {
         throw core::config_error("API_PUBLIC_URL must be an http(s):// URL");
     }
+    if (!c.upload_spool_dir.empty()) {
+        std::error_code ec;
+        // Made on first start, for the daemon's user alone.
+        if (fs::create_directories(c.upload_spool_dir, ec)) {
+            fs::permissions(c.upload_spool_dir, fs::perms::owner_all, ec);
+        }
+        if (!fs::is_directory(c.upload_spool_dir, ec) ||
+            ::access(c.upload_spool_dir.c_str(), W_OK | X_OK) != 0) {
+            throw core::config_error("API_UPLOAD_SPOOL_DIR must be a writable directory, got \"" +
+                                     c.upload_spool_dir + "\"");
+        }
+    }
     if (c.sources_redirect.empty()) c.sources_redirect = "/settings/sources";
     if (c.gateway_id.empty()) throw core::config_error("GATEWAY_ID must not be empty");
     if (!is_cdp_url(c.browser_cdp_url)) {
@@ -232,6 +249,8 @@ http::router gateway::routes() {
     json_body.body_limit = 256 * 1024;
     http::route_options upload;
     upload.body_limit = cfg_.upload_limit + 64 * 1024;  // multipart framing on top
+    upload.spool_body = true;  // to an unlinked file, not memory: uploads of any size
+    upload.spool_dir = cfg_.upload_spool_dir;
     r.add("GET", "/api/health", bind(&gateway::health), small);
     r.add("GET", "/api/config", bind(&gateway::public_config), small);
     r.add("POST", "/api/auth/login", bind(&gateway::login), json_body);

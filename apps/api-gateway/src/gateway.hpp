@@ -42,17 +42,18 @@ struct gateway_config {
     double embed_timeout_s = 10;                          // EMBED_TIMEOUT
     std::string config_dir;                               // AWP_CONFIG_DIR: workspace registry
     std::string agents_dir;  // AGENTS_DIR: agent sandboxes <dir>/<tenant>/<slug>
-    std::string templates_dir = "deploy/templates";      // API_TEMPLATES_DIR
-    std::size_t db_pool_size = 16;                       // API_DB_POOL (per database)
-    std::size_t workspace_pools = 8;                     // API_WORKSPACE_POOLS: open at once
-    double session_ttl_s = 8 * 3600;                     // API_SESSION_TTL
-    bool cookie_secure = false;                          // API_COOKIE_SECURE
-    bool hsts = false;                                   // API_HSTS (behind a TLS proxy)
-    bool access_log = true;                              // API_ACCESS_LOG
-    std::vector<std::string> allowed_origins;            // API_ALLOWED_ORIGINS (comma list)
-    std::size_t upload_limit = 10 * 1024 * 1024;         // API_UPLOAD_LIMIT bytes
-    int login_max_failures = 5;                          // API_LOGIN_MAX_FAILURES
-    double login_window_s = 900;                         // API_LOGIN_WINDOW
+    std::string templates_dir = "deploy/templates";  // API_TEMPLATES_DIR
+    std::size_t db_pool_size = 16;                   // API_DB_POOL (per database)
+    std::size_t workspace_pools = 8;                 // API_WORKSPACE_POOLS: open at once
+    double session_ttl_s = 8 * 3600;                 // API_SESSION_TTL
+    bool cookie_secure = false;                      // API_COOKIE_SECURE
+    bool hsts = false;                               // API_HSTS (behind a TLS proxy)
+    bool access_log = true;                          // API_ACCESS_LOG
+    std::vector<std::string> allowed_origins;        // API_ALLOWED_ORIGINS (comma list)
+    std::size_t upload_limit = 10 * 1024 * 1024;     // API_UPLOAD_LIMIT bytes
+    std::string upload_spool_dir;  // API_UPLOAD_SPOOL_DIR: upload bodies on disk; "" = $TMPDIR/tmp
+    int login_max_failures = 5;    // API_LOGIN_MAX_FAILURES
+    double login_window_s = 900;   // API_LOGIN_WINDOW
     std::string connectors_dir = "deploy/connectors";    // API_CONNECTORS_DIR
     std::string public_url;                              // API_PUBLIC_URL (else the Host)
     std::string sources_redirect = "/settings/sources";  // API_SOURCES_REDIRECT (UI page)

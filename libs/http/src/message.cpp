@@ -178,6 +178,8 @@ std::string_view reason(unsigned status) noexcept {
             return "Service Unavailable";
         case 504:
             return "Gateway Timeout";
+        case 507:
+            return "Insufficient Storage";
         default:
             return "Unknown";
     }

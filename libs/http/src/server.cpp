@@ -2,14 +2,17 @@
 // strand, per-route body limits, timeouts, the access log and the drain.
 #include "awp/http/server.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -228,6 +231,84 @@ net::awaitable<bool> write_file_response(beast::tcp_stream& stream, response r, 
     co_return true;
 }
 
+/// A descriptor closed when it goes out of scope, unless released.
+class unique_fd {
+public:
+    explicit unique_fd(int fd = -1) noexcept : fd_(fd) {}
+    ~unique_fd() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    unique_fd(const unique_fd&) = delete;
+    unique_fd& operator=(const unique_fd&) = delete;
+    [[nodiscard]] int get() const noexcept { return fd_; }
+    int release() noexcept { return std::exchange(fd_, -1); }
+    void reset(int fd) noexcept {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = fd;
+    }
+
+private:
+    int fd_;
+};
+
+/// An unlinked temporary file for a spooled request body: O_TMPFILE where the file system
+/// has it, else mkstemp and unlink at once. Nothing is left on disk whatever happens next.
+int open_spool(const std::string& dir_option) {
+    std::string dir = dir_option;
+    if (dir.empty()) {
+        const char* env = std::getenv("TMPDIR");
+        dir = env != nullptr && *env != '\0' ? env : "/tmp";
+    }
+    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    std::string name = dir + "/.awp-body-XXXXXX";
+    fd = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd >= 0) ::unlink(name.c_str());
+    return fd;
+}
+
+struct spool_result {
+    boost::system::error_code ec;
+    std::uint64_t bytes = 0;
+    int write_errno = 0;  // the spool file could not be written (disk full)
+};
+
+/// Reads the rest of the request into `fd`, one buffer_body chunk at a time: the parser that
+/// read the header is moved into one with a buffer body (its limit and state kept), so a body of
+/// any size, chunked or not, costs kChunk bytes of memory.
+net::awaitable<spool_result> read_spooled(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                          bhttp::request_parser<bhttp::string_body>& header,
+                                          std::size_t limit, int fd) {
+    bhttp::request_parser<bhttp::buffer_body> p{std::move(header)};
+    p.body_limit(limit);
+    std::vector<char> chunk(file_body::kChunk);
+    spool_result out;
+    while (!p.is_done()) {
+        p.get().body().data = chunk.data();
+        p.get().body().size = chunk.size();
+        auto [ec, n] = co_await bhttp::async_read(stream, buffer, p, net::as_tuple(use_awaitable));
+        (void)n;
+        if (ec == bhttp::error::need_buffer) ec = {};
+        const std::size_t got = chunk.size() - p.get().body().size;
+        std::size_t off = 0;
+        while (off < got) {
+            const auto w = ::write(fd, chunk.data() + off, got - off);
+            if (w < 0 && errno == EINTR) continue;
+            if (w < 0) {
+                out.write_errno = errno;
+                co_return out;
+            }
+            off += static_cast<std::size_t>(w);
+        }
+        out.bytes += got;
+        if (ec) {
+            out.ec = ec;
+            co_return out;
+        }
+    }
+    co_return out;
+}
+
 struct outcome {
     response res;
     bool close = false;
@@ -306,7 +387,12 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
             }
             break;
         }
-        auto& hdr = parser.get();
+        // The header's facts are kept apart: a spooled body moves the parser (and its message).
+        const auto& hdr = parser.get();
+        const unsigned version = hdr.version();
+        const bool client_keep_alive = hdr.keep_alive();
+        const auto method = std::string(hdr.method_string());
+        const auto path = std::string(hdr.target().substr(0, hdr.target().find('?')));
         request req;
         req.method = std::string(hdr.method_string());
         req.target = std::string(hdr.target());
@@ -314,7 +400,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         req.path = req.target.substr(0, q);
         if (q != std::string::npos) req.query = req.target.substr(q + 1);
         req.remote = remote;
-        req.keep_alive = hdr.keep_alive();
+        req.keep_alive = client_keep_alive;
         for (const auto& f : hdr)
             req.header.add(std::string(f.name_string()), std::string(f.value()));
         const bool head = req.method == "HEAD";
@@ -343,7 +429,18 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                 early->close = true;
             }
         }
+        unique_fd spool;
+        const bool spooled = !early && m.options.spool_body;
+        if (spooled) {
+            spool.reset(open_spool(m.options.spool_dir));
+            if (spool.get() < 0) {
+                core::log::error("cannot make a file for the request body",
+                                 {{"dir", m.options.spool_dir}, {"error", std::strerror(errno)}});
+                early = response::error(503, "unavailable", "the request body cannot be stored");
+            }
+        }
         bool close_after = false;
+        std::uint64_t bytes_in = 0;
         if (!early && !parser.is_done()) {
             if (auto expect = req.header.get("expect"); expect && *expect == "100-continue") {
                 stream.expires_after(o.write_timeout);
@@ -364,13 +461,32 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                     stream.cancel();
                 }
             });
-            auto [bec, bn] =
-                co_await bhttp::async_read(stream, buffer, parser, net::as_tuple(use_awaitable));
-            (void)bn;
+            boost::system::error_code bec;
+            int spool_errno = 0;
+            if (spooled) {
+                auto sr = co_await read_spooled(stream, buffer, parser, m.options.body_limit,
+                                                spool.get());
+                bec = sr.ec;
+                bytes_in = sr.bytes;
+                spool_errno = sr.write_errno;
+            } else {
+                auto [rec, rn] = co_await bhttp::async_read(stream, buffer, parser,
+                                                            net::as_tuple(use_awaitable));
+                (void)rn;
+                bec = rec;
+                bytes_in = parser.get().body().size();
+            }
             if (*phase == 0) *phase = 1;
             body_timer.cancel();
             if (*phase == 2) bec = beast::error::timeout;
-            if (bec == bhttp::error::body_limit) {
+            if (spool_errno != 0) {
+                core::log::error("cannot write the request body",
+                                 {{"error", std::strerror(spool_errno)}});
+                early =
+                    response::error(spool_errno == ENOSPC || spool_errno == EDQUOT ? 507 : 503,
+                                    "insufficient_storage", "the request body cannot be stored");
+                close_after = true;
+            } else if (bec == bhttp::error::body_limit) {
                 early = response::error(
                     413, "body_too_large",
                     "request body exceeds " + std::to_string(m.options.body_limit) + " bytes");
@@ -394,23 +510,24 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         if (early) {
             res = std::move(*early);
         } else {
-            req.body = std::move(parser.get().body());
+            if (spooled) {
+                req.body_file = std::make_shared<file_body>(spool.release(), bytes_in);
+            } else {
+                req.body = std::move(parser.get().body());
+            }
             req.params = std::move(m.params);
             res = co_await invoke(m.h, std::move(req));
         }
         if (res.close) close_after = true;
-        const bool keep = hdr.keep_alive() && !close_after && !s->stopping;
+        const bool keep = client_keep_alive && !close_after && !s->stopping;
         const auto status = res.status;
-        const auto method = std::string(hdr.method_string());
-        const auto path = std::string(hdr.target().substr(0, hdr.target().find('?')));
-        const auto bytes_in = parser.get().body().size();
         std::size_t bytes_out = 0;
         bool written = false;
         if (res.body_file && !head) {
             bytes_out = static_cast<std::size_t>(res.body_file->size());
-            written = co_await write_file_response(stream, std::move(res), hdr.version(), keep, o);
+            written = co_await write_file_response(stream, std::move(res), version, keep, o);
         } else {
-            auto out = to_beast(std::move(res), hdr.version(), keep, o.hsts, head);
+            auto out = to_beast(std::move(res), version, keep, o.hsts, head);
             bytes_out = out.body().size();
             stream.expires_after(o.write_timeout);
             auto [wec, wn] = co_await bhttp::async_write(stream, out, net::as_tuple(use_awaitable));

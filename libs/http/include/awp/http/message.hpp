@@ -36,6 +36,26 @@ private:
     std::vector<std::pair<std::string, std::string>> fields_;
 };
 
+/// A body held in an open file instead of memory. As a response body it is read while it is
+/// sent, at most kChunk bytes at a time: a download of any size costs the same memory (exactly
+/// `size` bytes are sent; a file that shrinks meanwhile ends the connection). As a request body
+/// (route_options::spool_body) it is the unlinked file the server wrote the body to. Owns the
+/// descriptor (closed with the last copy).
+class file_body {
+public:
+    static constexpr std::size_t kChunk = 64 * 1024;
+    file_body(int fd, std::uint64_t size) noexcept : fd_(fd), size_(size) {}
+    ~file_body();
+    file_body(const file_body&) = delete;
+    file_body& operator=(const file_body&) = delete;
+    [[nodiscard]] int fd() const noexcept { return fd_; }
+    [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+
+private:
+    int fd_;
+    std::uint64_t size_;
+};
+
 struct request {
     std::string method;  // "GET", "POST", ...
     std::string target;  // as sent: path and query
@@ -43,6 +63,9 @@ struct request {
     std::string query;   // after '?', without it
     headers header;
     std::string body;
+    /// On routes with route_options::spool_body: the body, in an unlinked temporary file
+    /// (read it with pread from offset 0; `body` is then empty). Null elsewhere.
+    std::shared_ptr<file_body> body_file;
     std::string remote;  // peer address
     bool keep_alive = true;
     /// Route parameters: ":name" segments decoded, "*name" tails as sent (still encoded).
@@ -59,24 +82,6 @@ struct request {
     [[nodiscard]] std::optional<std::string> cookie(std::string_view name) const;
     /// Content-Type without parameters, lower case ("application/json").
     [[nodiscard]] std::string media_type() const;
-};
-
-/// A response body read from an open file while it is sent, at most kChunk bytes at a time:
-/// a download of any size costs the same memory. Owns the descriptor (closed with the last
-/// copy). Exactly `size` bytes are sent; a file that shrinks meanwhile ends the connection.
-class file_body {
-public:
-    static constexpr std::size_t kChunk = 64 * 1024;
-    file_body(int fd, std::uint64_t size) noexcept : fd_(fd), size_(size) {}
-    ~file_body();
-    file_body(const file_body&) = delete;
-    file_body& operator=(const file_body&) = delete;
-    [[nodiscard]] int fd() const noexcept { return fd_; }
-    [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
-
-private:
-    int fd_;
-    std::uint64_t size_;
 };
 
 struct response {

@@ -24,6 +24,11 @@ using handler = std::function<net::awaitable<response>(request)>;
 
 struct route_options {
     std::size_t body_limit = 64 * 1024;  // larger bodies get 413
+    /// The body is not kept in memory: it is written, file_body::kChunk bytes at a time, to an
+    /// unlinked temporary file handed to the handler as request::body_file. Same limit,
+    /// timeouts and errors; chunked bodies too.
+    bool spool_body = false;
+    std::string spool_dir;  // where that file is made; empty = $TMPDIR, else /tmp
 };
 
 /// Routes by method and path pattern. Pattern segments: literals, ":name" (one segment,
