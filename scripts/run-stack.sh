@@ -39,6 +39,10 @@ fi
 # shellcheck disable=SC1091
 . "$STATE/stack.env"
 set +a
+# The daemons connect as their own roles (DATABASE_URL: awp_daemon, AWP_API_DATABASE_URL:
+# awp_api); the superuser DSN and the role passwords are for the cluster script and migrations
+# only, so they are not in any daemon's environment (docs/security.md).
+unset AWP_PG_ADMIN_DSN AWP_PG_DAEMON_PASSWORD AWP_PG_API_PASSWORD
 mkdir -p "$AWP_CONFIG_DIR" "$AGENTS_DIR" "$SECRETS_DIR" "$AWP_STATE_DIR"
 
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
