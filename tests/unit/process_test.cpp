@@ -51,8 +51,16 @@ spawn_options sh(std::string script) {
 // Gone, or dead and waiting for a reaper we do not control (PID 1 here may not reap orphans).
 bool process_dead(pid_t pid) {
     if (::kill(pid, 0) != 0) return errno == ESRCH;
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // Read with read(2): the process may be reaped between open and read (ESRCH), which
+    // libstdc++'s filebuf reports by throwing.
+    std::string content;
+    const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;
+    char buf[512];
+    const auto n = ::read(fd, buf, sizeof buf);
+    ::close(fd);
+    if (n <= 0) return true;  // gone between open and read
+    content.assign(buf, static_cast<std::size_t>(n));
     const auto close_paren = content.rfind(')');
     return close_paren != std::string::npos && close_paren + 2 < content.size() &&
            content[close_paren + 2] == 'Z';
