@@ -6,9 +6,9 @@
 #include <string>
 
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/parser.hpp>
 
 #include "awp/http/message.hpp"
 #include "awp/http/server.hpp"
@@ -19,8 +19,9 @@ const awp::http::router& routes() {
     static const awp::http::router r = [] {
         awp::http::router x;
         awp::http::handler none;
-        for (const char* p : {"/api/health", "/api/agents/:slug/files", "/api/agents/:slug/files/*path",
-                              "/api/agents/:slug/skills/:id/versions", "/api/workspaces/switch"}) {
+        for (const char* p :
+             {"/api/health", "/api/agents/:slug/files", "/api/agents/:slug/files/*path",
+              "/api/agents/:slug/skills/:id/versions", "/api/workspaces/switch"}) {
             x.add("GET", p, none);
             x.add("POST", p, none);
         }

@@ -11,7 +11,8 @@
 #include "awp/embed/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    static const std::string path = "/dev/shm/awp-fuzz-" + std::to_string(::getpid()) + ".safetensors";
+    static const std::string path =
+        "/dev/shm/awp-fuzz-" + std::to_string(::getpid()) + ".safetensors";
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) return 0;
     std::size_t off = 0;
