@@ -34,13 +34,17 @@ struct runner_config {
     std::string agent_runtime = "openclaw";  // AGENT_RUNTIME
     std::string compose_project = "awp";
     std::string runtime_home;  // the runtime's state folder (openclaw.json, agents/, workspaces)
-    std::string secrets_dir;   // gateway.env and agents/<slug>.env
-    std::string scripts_dir;   // deploy/runtime: add/update/remove/update-all agent scripts
-    std::string repo_dir;      // service_manager update_gateway: the checkout to pull
-    std::string service_role_key;          // secret: derives the secrets key (enc:v1)
-    std::string hosted_secrets_key;        // secret: the 32-byte key itself, when set
-    int auth_timeout_s = 300;              // auth flow ceiling
-    int callback_port = 1455;              // the runtime's OAuth callback port
+    /// OUTBOUND_ALLOW: what source connectors (http_json) may reach besides the public internet
+    /// (comma list of CIDRs, addresses, host names, each with an optional :port; the
+    /// api-gateway's API_OUTBOUND_ALLOW syntax). The database's port is always refused.
+    std::string outbound_allow;
+    std::string secrets_dir;         // gateway.env and agents/<slug>.env
+    std::string scripts_dir;         // deploy/runtime: add/update/remove/update-all agent scripts
+    std::string repo_dir;            // service_manager update_gateway: the checkout to pull
+    std::string service_role_key;    // secret: derives the secrets key (enc:v1)
+    std::string hosted_secrets_key;  // secret: the 32-byte key itself, when set
+    int auth_timeout_s = 300;        // auth flow ceiling
+    int callback_port = 1455;        // the runtime's OAuth callback port
     std::size_t output_limit = 16 * 1024;  // bytes kept per stream and command
     double safety_poll_s = 30;             // also the heartbeat period
     double secrets_interval_s = 300;

@@ -7,6 +7,7 @@
 
 #include "awp/core/daemon.hpp"
 #include "awp/core/error.hpp"
+#include "awp/http/outbound.hpp"
 #include "config.hpp"
 #include "secrets.hpp"
 #include "service.hpp"
@@ -99,6 +100,10 @@ int main(int argc, char** argv) {
         ->envname("OUTPUT_LIMIT")
         ->check(CLI::Range(std::size_t{256}, std::size_t{16} << 20))
         ->capture_default_str();
+    app.add_option("--outbound-allow", cfg.outbound_allow,
+                   "Addresses source connectors may reach besides the public internet "
+                   "(CIDRs, addresses, hosts, :port; docs/security.md)")
+        ->envname("OUTBOUND_ALLOW");
     app.add_option("--secrets-interval", cfg.secrets_interval_s,
                    "Seconds between periodic secrets syncs")
         ->envname("SECRETS_SYNC_INTERVAL")
@@ -111,6 +116,7 @@ int main(int argc, char** argv) {
         cfg.gateway_api_url = awp::runner::normalize_api_url(cfg.gateway_api_url);
         // Fails early on a malformed HOSTED_SECRETS_KEY.
         (void)awp::runner::secrets_key(cfg.hosted_secrets_key, cfg.service_role_key);
+        (void)awp::http::outbound_policy(cfg.outbound_allow, {});  // names a bad entry
     } catch (const awp::core::error& e) {
         std::cerr << "awp-command-runner: " << e.what() << "\n";
         return daemon::kExitConfig;

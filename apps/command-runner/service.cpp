@@ -703,6 +703,10 @@ net::awaitable<void> runner_service::run_source_write(command_row cmd, plan p) {
     call.action = p.fields.at("action");
     call.params = p.fields.at("params");
     call.timeout = p.timeout;
+    call.check.emplace();
+    call.check->scope = http::outbound_scope::internet;
+    call.check->policy =
+        http::outbound_policy(cfg_.outbound_allow, core::pg::dsn_ports(cfg_.database_url));
     auto provider = make_source_provider(call.provider);
     if (!provider) {
         co_await fail(

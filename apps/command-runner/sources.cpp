@@ -110,15 +110,23 @@ public:
         req.body = call.params;
         req.timeout = call.timeout;
         req.body_limit = 8 * 1024 * 1024;
+        if (call.check) req.check = *call.check;
         http::response o;
+        std::string refused;
         try {
             o = co_await http::fetch(std::move(req));
+        } catch (const http::outbound_refused& e) {
+            refused = e.what();
         } catch (const http::upstream_error& e) {
             if (e.what_kind() == http::upstream_error::kind::timeout) {
                 throw source_error("http_json: no answer within " +
                                    std::to_string(call.timeout.count()) + " s");
             }
             throw source_error(std::string("http_json: ") + e.what());
+        }
+        if (!refused.empty()) {
+            throw source_error("http_json: config.url is refused by the outbound policy: " +
+                               refused + " (an operator may allow it with OUTBOUND_ALLOW)");
         }
         if (o.status < 200 || o.status >= 300) {
             throw source_error("http_json: " + call.action + " answered HTTP " +

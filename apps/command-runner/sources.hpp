@@ -5,11 +5,14 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio/awaitable.hpp>
 
 #include "awp/core/error.hpp"
+
+#include "awp/http/outbound.hpp"
 
 namespace awp::runner {
 
@@ -27,6 +30,9 @@ struct source_call {
     std::string params;                              // JSON object text
     std::map<std::string, std::string> credentials;  // api_key and <field> from gateway.env
     std::chrono::seconds timeout{120};
+    /// Where the provider may connect (a tenant writes config.url): the public internet, and
+    /// what the operator allows (OUTBOUND_ALLOW); never link-local or a database port.
+    std::optional<http::outbound_check> check;
 };
 
 class source_provider {

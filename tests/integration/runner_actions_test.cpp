@@ -544,6 +544,7 @@ TEST_CASE(
     sandbox box;
     tiny_http server;
     auto cfg = base_config(db, box, gw.slug);
+    cfg.outbound_allow = "127.0.0.1";  // the test servers are on loopback
     const std::string url = "http://127.0.0.1:" + std::to_string(server.port()) + "/api";
     const auto writable =
         one(admin,
@@ -772,4 +773,35 @@ TEST_CASE("runner: Postgres restarted under a running runner: it reconnects and 
     // The reconnect re-scans: the command inserted while the listener was away is picked up.
     CHECK(wait_finished(admin, after, 20s).status == "done");
     CHECK(box.calls().size() == 2);
+}
+
+TEST_CASE(
+    "runner: a source connector's url is under the outbound policy (loopback, link-local "
+    "and the database port refused before any connection)",
+    "[runner][security]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    tiny_http server;
+    auto cfg = base_config(db, box, gw.slug);  // no OUTBOUND_ALLOW: the public internet only
+    running_runner r(cfg);
+    const auto pg_port = awp::test::require_env("AWP_PG_PORT");
+    for (const auto& url : std::vector<std::string>{
+             "http://127.0.0.1:" + std::to_string(server.port()) + "/api",
+             std::string("http://169.254.169.254/latest/meta-data"), "http://10.0.0.7:" + pg_port,
+             "http://[::ffff:127.0.0.1]:" + std::to_string(server.port())}) {
+        INFO(url);
+        const auto conn =
+            one(admin,
+                "INSERT INTO source_connections (tenant_id, provider, writable, config) VALUES "
+                "($1, 'http_json', true, jsonb_build_object('url', $2::text)) RETURNING id",
+                {kDefaultTenant, url});
+        auto f = wait_finished(admin, enqueue(admin, gw.id, "source_write",
+                                              R"({"connection_id":")" + conn +
+                                                  R"(","action":"create_page","params":{}})"));
+        CHECK(f.status == "failed");
+        CHECK_THAT(f.error, Catch::Contains("refused by the outbound policy"));
+    }
+    CHECK(server.requests().empty());
 }
