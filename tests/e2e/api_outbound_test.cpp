@@ -42,21 +42,8 @@ using namespace std::chrono_literals;
 
 using gateway_process = awp::test::api_gateway_process;
 
-http::headers bearer(const std::string& token) {
-    http::headers h;
-    h.add("Authorization", "Bearer " + token);
-    return h;
-}
-
-std::string user_token(const std::string& tenant) {
-    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-    std::string claims = R"({"sub":")" + awp::core::uuid::generate_v4().to_string() +
-                         R"(","role":"authenticated","exp":)" + std::to_string(now + 3600) +
-                         R"(,"app_metadata":{"tenant_id":")" + tenant + R"("}})";
-    return awp::core::crypto::jwt_sign_hs256(claims, awp::test::kApiJwtSecret);
-}
+using awp::test::bearer;
+using awp::test::user_token;
 
 struct error_body {
     std::string code;

@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "awp/core/crypto.hpp"
+#include "awp/core/uuid.hpp"
 #include "support/net.hpp"
 #include "support/test_db.hpp"
 
@@ -18,6 +20,22 @@ namespace awp::test {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+
+http::headers bearer(const std::string& token) {
+    http::headers h;
+    h.add("Authorization", "Bearer " + token);
+    return h;
+}
+
+std::string user_token(const std::string& tenant) {
+    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    const std::string claims = R"({"sub":")" + core::uuid::generate_v4().to_string() +
+                               R"(","role":"authenticated","exp":)" + std::to_string(now + 3600) +
+                               R"(,"app_metadata":{"tenant_id":")" + tenant + R"("}})";
+    return core::crypto::jwt_sign_hs256(claims, kApiJwtSecret);
+}
 
 std::string api_role_url(const scoped_database& db) {
     return "postgresql://awp_api:" + require_env("AWP_PG_API_PASSWORD") +

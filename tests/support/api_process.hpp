@@ -19,6 +19,12 @@ inline constexpr const char* kApiServiceKey = "e2e-service-role-key-0123456789ab
 
 class scoped_database;
 
+/// Authorization: Bearer <token>.
+http::headers bearer(const std::string& token);
+/// A user session of `tenant` for api_gateway_process: role authenticated, an hour long, signed
+/// with kApiJwtSecret (a session of the gateway's own database).
+std::string user_token(const std::string& tenant);
+
 /// A postgresql:// URL of the api role (awp_api, with its password) on a test database: what
 /// an operator registers as a workspace.
 std::string api_role_url(const scoped_database& db);
