@@ -706,7 +706,7 @@ net::awaitable<void> runner_service::run_source_write(command_row cmd, plan p) {
     call.check.emplace();
     call.check->scope = http::outbound_scope::internet;
     call.check->policy =
-        http::outbound_policy(cfg_.outbound_allow, core::pg::dsn_ports(cfg_.database_url));
+        http::outbound_policy(cfg_.outbound_allow, http::database_ports({cfg_.database_url}));
     auto provider = make_source_provider(call.provider);
     if (!provider) {
         co_await fail(

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "awp/core/crypto.hpp"
+#include "awp/core/gateway.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/uuid.hpp"
@@ -307,28 +308,35 @@ upload parse_multipart(const request& r, const body_source& body) {
 
 }  // namespace
 
-net::awaitable<std::optional<std::string>> gateway::own_gateway_id() {
+net::awaitable<std::optional<std::string>> gateway::own_gateway_id(const principal& p) {
     if (core::is_valid_uuid(cfg_.gateway_id)) co_return cfg_.gateway_id;
+    // Per database: a workspace's database has its own gateway rows. A failed lookup is kept
+    // for a minute, so agent routes do not pay a second transaction each while unresolvable.
+    const auto now = std::chrono::steady_clock::now();
     {
         std::lock_guard lock(gateway_mu_);
-        if (!own_gateway_id_.empty()) co_return own_gateway_id_;
+        auto it = own_gateway_ids_.find(p.workspace_id);
+        if (it != own_gateway_ids_.end() && (it->second.id || now < it->second.retry_at)) {
+            co_return it->second.id;
+        }
     }
     principal svc;
-    svc.who = principal::kind::service;  // the gateway's own database, as the service role
+    svc.who = principal::kind::service;  // the request's database, as the service role
+    svc.workspace_id = p.workspace_id;
+    svc.workspace_url = p.workspace_url;
     std::optional<std::string> found;
     try {
+        // The one rule that names a gateway by id or slug (sql/0018, core::gateway).
         auto t = co_await db_->begin(svc);
-        auto r = co_await t.query("SELECT id::text FROM public.gateways WHERE slug = $1",
-                                  cfg_.gateway_id);
+        auto r = co_await t.query(core::gateway::kResolveSql, cfg_.gateway_id,
+                                  std::optional<std::string>());
         co_await t.commit();
         if (r.size() == 1) found = r.get<std::string>(0, 0);
     } catch (const std::exception&) {
-        found.reset();  // the database is away: decide by slug this time, resolve next time
+        found.reset();  // no such gateway here, or the database is away: decide by slug
     }
-    if (found) {
-        std::lock_guard lock(gateway_mu_);
-        own_gateway_id_ = *found;
-    }
+    std::lock_guard lock(gateway_mu_);
+    own_gateway_ids_[p.workspace_id] = {found, now + std::chrono::seconds(60)};
     co_return found;
 }
 
@@ -354,7 +362,7 @@ net::awaitable<agent_home> gateway::locate_agent(principal p, std::string slug) 
         a.gateway_slug = rows.get<std::string>(0, 4);
         // Local means this host's gateway by id: GATEWAY_ID resolved once (a slug can be
         // renamed and taken by another tenant later; the id cannot), by slug only until then.
-        const auto own = co_await own_gateway_id();
+        const auto own = co_await own_gateway_id(p);
         a.local = own ? *gid == *own : a.gateway_slug == cfg_.gateway_id;
         a.api_url = rows.get_optional<std::string>(0, 5).value_or("");
     }

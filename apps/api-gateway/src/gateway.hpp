@@ -290,9 +290,9 @@ private:
     // files.cpp: the agent behind :slug (404 when the caller cannot see it), and the request
     // forwarded to the api-gateway of the agent's gateway when that is not this one.
     net::awaitable<agent_home> locate_agent(principal p, std::string slug);
-    /// GATEWAY_ID as this host's gateway id: itself when a uuid, else the id its slug has in the
-    /// gateway's own database, resolved once and kept (nullopt until it can be).
-    net::awaitable<std::optional<std::string>> own_gateway_id();
+    /// GATEWAY_ID as this host's gateway id in p's database: itself when a uuid, else resolved
+    /// once per database (core::gateway::kResolveSql) and kept; nullopt while it cannot be.
+    net::awaitable<std::optional<std::string>> own_gateway_id(const principal& p);
     net::awaitable<response> proxy_to_gateway(request r, agent_home a);
     // sources.cpp: connectors, browse/validate, OAuth 2 + PKCE
     net::awaitable<response> sources_browse(request r);
@@ -322,7 +322,11 @@ private:
     net::thread_pool cpu_{2};  // Argon2id off the io threads
     login_limiter limiter_;
     std::mutex gateway_mu_;
-    std::string own_gateway_id_;  // own_gateway_id(), once resolved
+    struct resolved_gateway {
+        std::optional<std::string> id;
+        std::chrono::steady_clock::time_point retry_at;  // when id is nullopt
+    };
+    std::map<std::string, resolved_gateway> own_gateway_ids_;  // workspace id ("" = own) ->
     mutable std::mutex validate_mu_;
     std::map<std::string, std::chrono::steady_clock::time_point> validate_last_;  // rate limit
     mutable std::mutex revoked_mu_;

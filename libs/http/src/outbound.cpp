@@ -6,6 +6,8 @@
 #include <charconv>
 #include <cstring>
 
+#include "awp/core/pg.hpp"
+
 namespace awp::http {
 
 namespace {
@@ -280,6 +282,16 @@ std::optional<std::string> outbound_policy::refusal(
 void outbound_check::operator()(std::string_view host, const net::ip::address& a,
                                 std::uint16_t port) const {
     if (auto why = policy.refusal(host, a, port, scope, own)) throw outbound_refused(*why);
+}
+
+std::vector<std::uint16_t> database_ports(const std::vector<std::string>& dsns) {
+    std::vector<std::uint16_t> ports = {5432};
+    for (const auto& dsn : dsns) {
+        for (auto p : core::pg::dsn_ports(dsn)) {
+            if (std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
+        }
+    }
+    return ports;
 }
 
 }  // namespace awp::http

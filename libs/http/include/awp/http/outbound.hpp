@@ -89,6 +89,10 @@ private:
     std::vector<std::uint16_t> database_ports_;
 };
 
+/// The ports the policy refuses on every host for a daemon whose databases are `dsns`: 5432
+/// (a database elsewhere on the network listens there by default) and every port of each DSN.
+[[nodiscard]] std::vector<std::uint16_t> database_ports(const std::vector<std::string>& dsns);
+
 /// The outbound policy refused an address: 403 outbound_refused for a gateway.
 class outbound_refused : public core::error {
 public:
