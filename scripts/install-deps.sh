@@ -203,6 +203,8 @@ main() {
   if [[ ${AWP_DEPS:-} == full ]]; then install_packages "${TEST_PACKAGES[@]}"; fi
   install_pgvector
   install_static_libpq
+  # The real agent runtime for the e2e suites (npm, cached; docs/runtime.md).
+  if [[ ${AWP_DEPS:-} == full ]]; then "$(dirname "${BASH_SOURCE[0]}")/install-runtime.sh" >/dev/null; fi
   echo "install-deps: ok"
 }
 

