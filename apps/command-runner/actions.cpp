@@ -11,6 +11,7 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/json.hpp"
+#include "awp/runtime/openclaw.hpp"
 
 namespace awp::runner {
 
@@ -160,19 +161,33 @@ std::string script(const runner_config& cfg, const char* name) {
     return (cfg.scripts_dir.empty() ? std::string(".") : cfg.scripts_dir) + "/" + name;
 }
 
-void add_opt(std::vector<std::string>& argv, const char* flag,
-             const std::optional<std::string>& v) {
-    if (v && !v->empty()) {
-        argv.emplace_back(flag);
-        argv.push_back(*v);
-    }
-}
-
 plan spawn_plan(const runner_config& cfg, std::vector<std::string> argv) {
     plan p;
     p.timeout = cfg.command_timeout();
     p.steps.push_back(step{std::move(argv), std::nullopt});
     return p;
+}
+
+plan spawn_plan(const runner_config& cfg, runtime::call c) {
+    plan p;
+    p.timeout = cfg.command_timeout();
+    p.steps.push_back(step{std::move(c.argv), std::move(c.stdin_data)});
+    return p;
+}
+
+/// The runtime's id of the command's agent (refuses slugs the runtime cannot hold).
+std::string runtime_id(const payload& p, const std::string& slug) {
+    try {
+        return runtime::agent_id(slug);
+    } catch (const core::error& e) {
+        p.fail(e.what());
+    }
+}
+
+/// The runtime's id of the command row's agent, when the command names one.
+std::optional<std::string> row_agent_id(const command_row& cmd, const payload& p) {
+    if (!cmd.agent_slug || cmd.agent_slug->empty()) return std::nullopt;
+    return runtime_id(p, agent_slug_of(cmd, p));
 }
 
 std::vector<std::string> compose(const runner_config& cfg, std::vector<std::string> rest) {
@@ -183,30 +198,31 @@ std::vector<std::string> compose(const runner_config& cfg, std::vector<std::stri
 
 plan plan_provision(const command_row& cmd, const runner_config& cfg, const payload& p) {
     const std::string slug = agent_slug_of(cmd, p);
-    const std::string channel = p.one_of("channel", kChannels, "telegram");
-    std::vector<std::string> argv = {script(cfg, "add-agent.sh"), slug, "--channel", channel};
-    const auto server = p.text("discord_server_id", 32, &kDigits, "a numeric Discord id");
-    const auto user = p.text("discord_user_id", 32, &kDigits, "a numeric Discord id");
-    if (channel == "discord") {
-        add_opt(argv, "--discord-server-id", server);
-        add_opt(argv, "--discord-user-id", user);
-    }
-    add_opt(argv, "--source-branch",
-            p.text("source_template", 100, &kTemplate, "a template name ([A-Za-z0-9._/-])"));
-    if (auto t = p.text("source_template", 100); t && t->find("..") != std::string::npos) {
-        p.fail("payload field \"source_template\" must not contain \"..\"");
-    }
-    add_opt(argv, "--name", p.text("name", 200));
-    add_opt(argv, "--description", p.text("description", 2000));
-    add_opt(argv, "--emoji", p.text("emoji", 32));
-    add_opt(argv, "--model",
-            p.text("model", 300, &kModel, "a full model id <provider>/<model_name>"));
-    add_opt(argv, "--owner-name", p.text("owner_name", 200));
-    add_opt(argv, "--owner-preferred-name", p.text("owner_preferred_name", 200));
-    add_opt(argv, "--owner-timezone",
-            p.text("owner_timezone", 100, &kTimezone, "an IANA time zone such as Europe/Berlin"));
-    plan out = spawn_plan(cfg, std::move(argv));
+    plan out;
+    out.kind = plan_kind::provision;
+    out.timeout = cfg.command_timeout();
     out.sync_secrets_first = true;
+    out.fields["agent_slug"] = slug;
+    out.fields["agent_id"] = runtime_id(p, slug);
+    out.fields["channel"] = p.one_of("channel", kChannels, "telegram");
+    const auto put = [&](const char* key, const std::optional<std::string>& v) {
+        if (v) out.fields[key] = *v;
+    };
+    put("discord_server_id", p.text("discord_server_id", 32, &kDigits, "a numeric Discord id"));
+    put("discord_user_id", p.text("discord_user_id", 32, &kDigits, "a numeric Discord id"));
+    const auto tmpl =
+        p.text("source_template", 100, &kTemplate, "a template name ([A-Za-z0-9._/-])");
+    if (tmpl && tmpl->find("..") != std::string::npos)
+        p.fail("payload field \"source_template\" must not contain \"..\"");
+    put("source_template", tmpl);
+    put("name", p.text("name", 200));
+    put("description", p.text("description", 2000));
+    put("emoji", p.text("emoji", 32));
+    put("model", p.text("model", 300, &kModel, "a full model id <provider>/<model_name>"));
+    put("owner_name", p.text("owner_name", 200));
+    put("owner_preferred_name", p.text("owner_preferred_name", 200));
+    put("owner_timezone",
+        p.text("owner_timezone", 100, &kTimezone, "an IANA time zone such as Europe/Berlin"));
     return out;
 }
 
@@ -224,25 +240,27 @@ bool is_agent_slug(const std::string& s) {
 plan plan_command(const command_row& cmd, const runner_config& cfg) {
     const payload p(cmd);
     const std::string& a = cmd.action;
-    const std::string& rt = cfg.agent_runtime;
+    const runtime::cli& rt = cfg.runtime;
 
     if (a == "provision") return plan_provision(cmd, cfg, p);
     if (a == "approve_pairing") {
         const std::string code = p.required("pairing_code", 100, &kPairingCode,
                                             "letters, digits, '_' or '-' (at most 100)");
         const std::string channel = p.one_of("channel", kChatChannels, "telegram");
-        return spawn_plan(cfg, {rt, "pairing", "approve", channel, code});
+        return spawn_plan(cfg, rt.approve_pairing(channel, code));
     }
     if (a == "update")
         return spawn_plan(cfg, {script(cfg, "update-agent.sh"), agent_slug_of(cmd, p)});
-    if (a == "remove")
-        return spawn_plan(cfg, {script(cfg, "remove-agent.sh"), agent_slug_of(cmd, p)});
+    if (a == "remove") {
+        const std::string slug = agent_slug_of(cmd, p);
+        return spawn_plan(cfg, rt.delete_agent(runtime_id(p, slug)));
+    }
     if (a == "update_all") return spawn_plan(cfg, {script(cfg, "update-all-agents.sh")});
     if (a == "restart_gateway") {
         if (cfg.mode == runtime_mode::container) {
             return spawn_plan(cfg, compose(cfg, {"restart", "agent-runtime"}));
         }
-        return spawn_plan(cfg, {rt, "gateway", "restart"});
+        return spawn_plan(cfg, rt.restart_gateway());
     }
     if (a == "restart_dispatcher") {
         if (cfg.mode == runtime_mode::container) {
@@ -251,7 +269,7 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         return spawn_plan(cfg, {"systemctl", "--user", "restart", "awp-inbox-dispatcher"});
     }
     if (a == "update_gateway") {
-        plan out = spawn_plan(cfg, {});
+        plan out = spawn_plan(cfg, std::vector<std::string>{});
         out.steps.clear();
         if (cfg.mode == runtime_mode::container) {
             out.steps.push_back({compose(cfg, {"pull"}), std::nullopt});
@@ -259,7 +277,9 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         } else {
             const std::string repo = cfg.repo_dir.empty() ? "." : cfg.repo_dir;
             out.steps.push_back({{"git", "-C", repo, "pull", "--ff-only"}, std::nullopt});
-            out.steps.push_back({{repo + "/install.sh", "--update"}, std::nullopt});
+            // The installer of this layout, in its update mode (deploy/install-systemd.sh).
+            out.steps.push_back(
+                {{repo + "/deploy/install-systemd.sh", "--update"}, std::nullopt});
         }
         return out;
     }
@@ -278,19 +298,16 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         if (has_thinking && p.text("thinking", 16)) thinking = p.one_of("thinking", kThinking, "");
         if (!model && !thinking) p.fail("needs \"model\" or \"thinking\" (at least one)");
         out.fields["agent_slug"] = *slug;
+        out.fields["agent_id"] = runtime_id(p, *slug);
         if (has_model) out.fields["model"] = model.value_or("");
         if (has_thinking) out.fields["thinking"] = thinking.value_or("");
         return out;
     }
     if (a == "list_models") {
         const auto provider = p.text("provider", 64, &kProvider, "a provider id ([a-z0-9._-])");
-        std::vector<std::string> argv = {rt, "models", "list", "--json"};
-        if (provider) {
-            argv.insert(argv.end(), {"--provider", *provider});
-        } else {
-            argv.emplace_back("--all");
-        }
-        return spawn_plan(cfg, std::move(argv));
+        plan out = spawn_plan(cfg, rt.list_models(provider));
+        out.json_output = true;
+        return out;
     }
     if (a == "auth_set_api_key") {
         const std::string provider =
@@ -302,12 +319,16 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
             p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
                 .value_or("default");
         const auto base_url = p.text("base_url", 2048, &kUrl, "an http:// or https:// URL");
-        std::vector<std::string> argv = {
-            rt,           "models", "auth",         "paste-api-key",
-            "--provider", provider, "--profile-id", profile_id(provider, name)};
-        add_opt(argv, "--base-url", base_url);
-        plan out = spawn_plan(cfg, std::move(argv));
-        out.steps[0].stdin_data = key + "\n";
+        plan out =
+            spawn_plan(cfg, rt.paste_api_key(provider, profile_id(provider, name), key,
+                                             row_agent_id(cmd, p)));
+        if (base_url) {
+            // The CLI has no flag for it: the provider's base URL is its config entry.
+            runtime::call set{{rt.program(), "config", "set",
+                               "models.providers." + provider + ".baseUrl", *base_url},
+                              std::nullopt};
+            out.steps.push_back({std::move(set.argv), std::nullopt});
+        }
         out.success_stdout = "Saved " + provider + " API key as profile " +
                              profile_id(provider, name) +
                              (base_url ? " with a custom base URL" : "");
@@ -323,12 +344,11 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
             p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
                 .value_or("default");
         out.fields["mode"] = p.one_of("mode", {"oauth_paste", "device_code"}, "oauth_paste");
-        std::vector<std::string> argv = {rt,      "models",     "auth",
-                                         "login", "--provider", out.fields["provider"]};
-        if (out.fields["mode"] == "device_code") argv.emplace_back("--device-code");
-        argv.insert(argv.end(), {"--profile-id",
-                                 profile_id(out.fields["provider"], out.fields["profile_name"])});
-        out.steps.push_back({std::move(argv), std::nullopt});
+        auto login =
+            rt.login(out.fields["provider"],
+                     profile_id(out.fields["provider"], out.fields["profile_name"]),
+                     out.fields["mode"] == "device_code", row_agent_id(cmd, p));
+        out.steps.push_back({std::move(login.argv), std::nullopt});
         return out;
     }
     if (a == "auth_paste") {
@@ -340,15 +360,12 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         out.fields["value"] = p.required("value", 8192);
         return out;
     }
-    if (a == "auth_list") return spawn_plan(cfg, {rt, "models", "status", "--json", "--probe"});
-    if (a == "auth_refresh") {
-        std::vector<std::string> argv = {rt, "models", "status", "--json", "--probe"};
-        if (auto id = p.text("profile_id", 130, &kProfileId, "provider:profile_name")) {
-            const auto colon = id->find(':');
-            argv.insert(argv.end(), {"--probe-provider", id->substr(0, colon), "--probe-profile",
-                                     id->substr(colon + 1)});
-        }
-        return spawn_plan(cfg, std::move(argv));
+    if (a == "auth_list" || a == "auth_refresh") {
+        std::optional<std::string> id;
+        if (a == "auth_refresh") id = p.text("profile_id", 130, &kProfileId, "provider:profile_name");
+        plan out = spawn_plan(cfg, rt.auth_status(id));
+        out.json_output = true;
+        return out;
     }
     if (a == "auth_remove") {
         plan out;
@@ -364,8 +381,8 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         const std::string name =
             p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
                 .value_or("default");
-        return spawn_plan(cfg, {rt, "models", "auth", "order", "set", "--provider", provider,
-                                profile_id(provider, name)});
+        return spawn_plan(cfg, rt.auth_order(provider, profile_id(provider, name),
+                                             row_agent_id(cmd, p)));
     }
     if (a == "source_write") {
         plan out;
@@ -382,36 +399,34 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         return out;
     }
     if (a == "start_session" || a == "end_session" || a == "restart_session") {
-        const std::string slug = agent_slug_of(cmd, p);
-        const std::string verb = a.substr(0, a.find('_'));
-        std::vector<std::string> argv = {rt, "sessions", verb, "--agent", slug};
-        add_opt(argv, "--session-id",
-                p.text("session_id", 128, &kSessionId, "a session id ([A-Za-z0-9._:-])"));
-        return spawn_plan(cfg, std::move(argv));
+        // The runtime's sessions live in its gateway: created, reset and deleted there.
+        const std::string id = runtime_id(p, agent_slug_of(cmd, p));
+        const auto session =
+            p.text("session_id", 128, &kSessionId, "a session id ([A-Za-z0-9._:-])");
+        if (a == "start_session") return spawn_plan(cfg, rt.session_create(id, session));
+        if (a == "end_session") return spawn_plan(cfg, rt.session_delete(id, session));
+        return spawn_plan(cfg, rt.session_reset(id, session));
     }
     if (a == "execute_prompt") {
-        const std::string slug = agent_slug_of(cmd, p);
+        const std::string id = runtime_id(p, agent_slug_of(cmd, p));
         const std::string prompt = p.required("prompt", 100 * 1024, nullptr, "", true);
-        std::vector<std::string> argv = {rt, "agent", "--agent", slug, "--message", prompt};
-        add_opt(argv, "--session-id",
-                p.text("session_id", 128, &kSessionId, "a session id ([A-Za-z0-9._:-])"));
-        add_opt(argv, "--model",
-                p.text("model", 300, &kModel, "a full model id <provider>/<model_name>"));
-        if (p.has("thinking")) add_opt(argv, "--thinking", p.one_of("thinking", kThinking, ""));
-        plan out = spawn_plan(cfg, std::move(argv));
-        if (auto t = p.integer("timeout_seconds", 1, cfg.command_timeout_s))
-            out.timeout = std::chrono::seconds(*t);
+        const auto session =
+            p.text("session_id", 128, &kSessionId, "a session id ([A-Za-z0-9._:-])");
+        const auto model = p.text("model", 300, &kModel, "a full model id <provider>/<model_name>");
+        std::optional<std::string> thinking;
+        if (p.has("thinking")) thinking = p.one_of("thinking", kThinking, "");
+        const auto t = p.integer("timeout_seconds", 1, cfg.command_timeout_s);
+        plan out = spawn_plan(cfg, rt.agent_turn(id, prompt, session, model, thinking,
+                                                 t ? std::optional<int>(static_cast<int>(*t))
+                                                   : std::nullopt));
+        if (t) out.timeout = std::chrono::seconds(*t);
         return out;
     }
     if (a == "send_message") {
         const std::string channel = p.one_of("channel", kChatChannels, "telegram");
         const std::string target = p.required("target", 200);
         const std::string message = p.required("message", 16 * 1024, nullptr, "", true);
-        std::vector<std::string> argv = {rt,         "message", "send",      "--channel", channel,
-                                         "--target", target,    "--message", message};
-        if (cmd.agent_slug && !cmd.agent_slug->empty())
-            add_opt(argv, "--account", agent_slug_of(cmd, p));
-        return spawn_plan(cfg, std::move(argv));
+        return spawn_plan(cfg, rt.send_message(channel, target, message, row_agent_id(cmd, p)));
     }
     if (a == "run_shell") {
         const rj::Value* args = p.value("argv");

@@ -39,6 +39,7 @@ struct step {
 
 enum class plan_kind {
     spawn,            // run `steps` one after another; stop at the first failure
+    provision,        // the runtime CLI steps of a new agent, built when its secrets are synced
     auth_start,       // interactive login in the background (fields: provider, profile_name, mode)
     auth_paste,       // feed `value` to the flow of parent_command_id
     auth_remove,      // delete a profile from every agent's auth store (field: profile_id)
@@ -53,6 +54,7 @@ struct plan {
     std::chrono::seconds timeout{120};
     bool sync_secrets_first = false;  // provision: the agent's env file must exist first
     std::string success_stdout;       // stored when the steps print nothing useful (fixed text)
+    bool json_output = false;  // stdout is JSON: stored as valid JSON (runtime::fit_json)
     std::map<std::string, std::string> fields;  // operands of the in-process kinds
 };
 

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <string>
 
+#include "awp/runtime/openclaw.hpp"
+
 namespace awp::runner {
 
 /// How gateway services are restarted and updated (spec: RUNTIME_MODE).
@@ -32,8 +34,10 @@ struct runner_config {
     int command_timeout_s = 120;  // COMMAND_TIMEOUT
     std::string networking_mode = "local";
     std::string agent_runtime = "openclaw";  // AGENT_RUNTIME
+    runtime::cli runtime;                    // its version, detected at start (main)
     std::string compose_project = "awp";
-    std::string runtime_home;  // the runtime's state folder (openclaw.json, agents/, workspaces)
+    std::string runtime_home;  // OPENCLAW_STATE_DIR: the runtime's state (openclaw.json, agents/,
+                               // workspace-<slug>/), passed to every runtime CLI call
     /// OUTBOUND_ALLOW: what source connectors (http_json) may reach besides the public internet
     /// (comma list of CIDRs, addresses, host names, each with an optional :port; the
     /// api-gateway's API_OUTBOUND_ALLOW syntax). The database's port is always refused.

@@ -8,6 +8,7 @@
 #include "awp/core/daemon.hpp"
 #include "awp/core/error.hpp"
 #include "awp/http/outbound.hpp"
+#include "awp/runtime/openclaw.hpp"
 #include "config.hpp"
 #include "secrets.hpp"
 #include "service.hpp"
@@ -65,9 +66,10 @@ int main(int argc, char** argv) {
                    "Compose project of the stack (container mode)")
         ->envname("COMPOSE_PROJECT")
         ->capture_default_str();
-    app.add_option("--runtime-home", cfg.runtime_home,
-                   "The runtime's state folder (openclaw.json, agents/)")
-        ->envname("OPENCLAW_HOME")
+    app.add_option("--runtime-state-dir", cfg.runtime_home,
+                   "The runtime's state folder (openclaw.json, agents/, workspace-<slug>/); "
+                   "the runtime's own OPENCLAW_STATE_DIR, passed to every CLI call")
+        ->envname("OPENCLAW_STATE_DIR")
         ->capture_default_str();
     app.add_option("--secrets-dir", cfg.secrets_dir,
                    "Where gateway.env and agents/<slug>.env are written")
@@ -117,6 +119,8 @@ int main(int argc, char** argv) {
         // Fails early on a malformed HOSTED_SECRETS_KEY.
         (void)awp::runner::secrets_key(cfg.hosted_secrets_key, cfg.service_role_key);
         (void)awp::http::outbound_policy(cfg.outbound_allow, {});  // names a bad entry
+        // The runtime's version decides every argv; an unsupported one stops here (78).
+        cfg.runtime = awp::runtime::cli::detect(cfg.agent_runtime);
     } catch (const awp::core::error& e) {
         std::cerr << "awp-command-runner: " << e.what() << "\n";
         return daemon::kExitConfig;

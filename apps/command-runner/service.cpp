@@ -30,6 +30,7 @@
 #include "awp/core/log.hpp"
 #include "awp/core/process.hpp"
 #include "awp/core/time.hpp"
+#include "awp/runtime/openclaw.hpp"
 #include "local_ops.hpp"
 #include "queue_sql.hpp"
 #include "secrets.hpp"
@@ -47,6 +48,9 @@ namespace {
 
 constexpr const char* kDaemon = "command-runner";
 constexpr std::size_t kErrorLimit = 2000;
+/// Ceiling of a JSON stdout (list_models, auth_list, auth_refresh), kept valid by trimming
+/// entries (docs/runtime.md).
+constexpr std::size_t kJsonOutputLimit = 256 * 1024;
 constexpr std::size_t kAuthOutputLimit = 2000;
 
 /// {"k": "v", ...} from string pairs (values escaped properly).
@@ -67,26 +71,6 @@ std::string connection_state(const std::vector<std::pair<std::string, std::strin
     std::string obj = json_object(fields);
     if (auto_callback) obj = obj.substr(0, obj.size() - 1) + ",\"autoCallback\":true}";
     return "{\"connection_state\":" + obj + "}";
-}
-
-std::string strip_ansi(const std::string& in) {
-    static const std::regex ansi("\x1b\\[[0-9;?]*[ -/]*[@-~]|\x1b\\][^\x07]*\x07|\x1b[@-Z\\\\-_]");
-    std::string s = std::regex_replace(in, ansi, "");
-    std::string out;
-    for (char c : s) {
-        if (c == '\r') continue;
-        out.push_back(c);
-    }
-    return out;
-}
-
-std::string last_line(const std::string& text, std::size_t limit) {
-    std::string t = text;
-    while (!t.empty() && (t.back() == '\n' || t.back() == ' ' || t.back() == '\r')) t.pop_back();
-    const auto nl = t.rfind('\n');
-    std::string line = nl == std::string::npos ? t : t.substr(nl + 1);
-    if (line.size() > limit) line = line.substr(0, limit) + "...";
-    return line;
 }
 
 bool pid_alive(long pid) {
@@ -530,6 +514,8 @@ net::awaitable<void> runner_service::handle(command_row cmd) {
     }
     switch (p.kind) {
         case plan_kind::spawn:
+        case plan_kind::provision:
+        case plan_kind::set_agent_model:
             co_await run_steps(std::move(cmd), std::move(p));
             break;
         case plan_kind::auth_start:
@@ -563,6 +549,8 @@ proc::spawn_options runner_service::child_options(std::vector<std::string> argv)
     o.argv = std::move(argv);
     o.env["AGENT_RUNTIME"] = cfg_.agent_runtime;
     o.env["AWP_RUNTIME_HOME"] = cfg_.runtime_home;
+    // The runtime's own setting: every CLI call works on the state this runner edits.
+    o.env["OPENCLAW_STATE_DIR"] = cfg_.runtime_home;
     o.env["AWP_SECRETS_DIR"] = cfg_.secrets_dir;
     o.env["AWP_GATEWAY"] = slug_;
     // The runner's own credentials never reach a child: an allowlisted environment.
@@ -590,6 +578,11 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
                 "", "", scrub_patch(cmd, false));
             co_return;
         }
+    }
+    if (const std::string why = prepare_steps(cmd, p); !why.empty()) {
+        co_await fail(db_, cmd, std::nullopt, keep(why, redactions(cmd), kErrorLimit), "", "",
+                      scrub_patch(cmd, false));
+        co_return;
     }
     const auto secrets = redactions(cmd);
     const auto deadline = std::chrono::steady_clock::now() + p.timeout;
@@ -632,7 +625,7 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
             ok = false;
             exit_code = r.exit_code;
             error = "exited with code " + std::to_string(r.exit_code);
-            const std::string why = last_line(redact(r.err.empty() ? r.out : r.err, secrets), 300);
+            const std::string why = runtime::error_line(redact(r.err, secrets), redact(r.out, secrets));
             if (!why.empty()) error += ": " + why;
         } else {
             exit_code = 0;
@@ -640,7 +633,13 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
     }
     if (ok && !p.success_stdout.empty() && out.find_first_not_of(" \r\n\t") == std::string::npos)
         out = p.success_stdout;
-    const std::string kept_out = keep(out, secrets, cfg_.output_limit);
+    if (ok && p.kind == plan_kind::set_agent_model) out += co_await reload_session(p);
+    std::string kept_out;
+    if (p.json_output) {
+        // Valid JSON whatever its size: entries are trimmed, never bytes (docs/runtime.md).
+        if (auto j = runtime::fit_json(redact(out, secrets), kJsonOutputLimit)) kept_out = *j;
+    }
+    if (kept_out.empty()) kept_out = keep(runtime::strip_terminal(out), secrets, cfg_.output_limit);
     const std::string kept_err = keep(err, secrets, cfg_.output_limit);
     if (ok) {
         co_await complete(db_, cmd, 0, kept_out, kept_err, scrub_patch(cmd, true));
@@ -650,17 +649,163 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
     }
 }
 
+namespace {
+
+std::optional<std::string> field(const plan& p, const char* name) {
+    const auto it = p.fields.find(name);
+    if (it == p.fields.end()) return std::nullopt;
+    return it->second;
+}
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+std::string runner_service::prepare_steps(const command_row& cmd, plan& p) {
+    const runtime::cli& rt = cfg_.runtime;
+    auto add = [&](runtime::call c) { p.steps.push_back({std::move(c.argv), std::move(c.stdin_data)}); };
+    const std::string config = cfg_.runtime_home + "/openclaw.json";
+    if (p.kind == plan_kind::set_agent_model) {
+        const std::string id = p.fields.at("agent_id");
+        const auto index = rt.agent_index(read_text(config), id);
+        if (!index) {
+            return cmd.action + ": agent \"" + id + "\" is not configured in the runtime (" +
+                   config + ")";
+        }
+        for (auto& c : rt.set_agent_model(id, index, field(p, "model"), field(p, "thinking")))
+            add(std::move(c));
+        return "";
+    }
+    if (p.kind != plan_kind::provision) return "";
+    const std::string slug = p.fields.at("agent_slug");
+    const std::string id = p.fields.at("agent_id");
+    const std::string channel = p.fields.at("channel");
+    const std::string workspace = cfg_.runtime_home + "/workspace-" + slug;
+    std::string token_file;
+    if (channel != "none") {
+        // The runtime reads the bot token from a file awp keeps (0600), never from argv.
+        std::string var = channel + "_BOT_TOKEN";
+        for (char& c : var) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        auto env = read_env_file(cfg_.secrets_dir + "/agents/" + slug + ".env");
+        if (env[var].empty()) env = read_env_file(cfg_.secrets_dir + "/gateway.env");
+        if (env[var].empty()) {
+            return "provision: no " + var + " among the agent's secrets (" + cfg_.secrets_dir +
+                   "/agents/" + slug + ".env) or the gateway's; store the " + channel +
+                   " bot token first, or provision with channel \"none\"";
+        }
+        token_file = cfg_.secrets_dir + "/channels/" + id + "." + channel + ".token";
+        std::error_code ec;
+        std::filesystem::create_directories(cfg_.secrets_dir + "/channels", ec);
+        std::filesystem::permissions(cfg_.secrets_dir + "/channels",
+                                     std::filesystem::perms::owner_all, ec);
+        try {
+            write_file_atomic(token_file, env[var], 0600);
+        } catch (const std::exception& e) {
+            return std::string("provision: cannot write the channel token file: ") + e.what();
+        }
+    }
+    add(rt.add_agent(id, workspace, field(p, "model")));
+    if (auto c = rt.set_identity(id, field(p, "name"), field(p, "emoji"))) add(std::move(*c));
+    if (const auto t = field(p, "source_template")) {
+        const std::string dir = (cfg_.scripts_dir.empty() ? std::string(".") : cfg_.scripts_dir) +
+                                "/../templates/" + *t;
+        if (!std::filesystem::is_directory(dir))
+            return "provision: template \"" + *t + "\" does not exist on this gateway (" + dir + ")";
+        // The template's files over the runtime's seed files; argv only, no shell.
+        p.steps.push_back({{"cp", "-R", "--", dir + "/.", workspace}, std::nullopt});
+    }
+    if (!token_file.empty()) {
+        add(rt.add_channel(channel, id, token_file));
+        add(rt.bind(id, channel));
+    }
+    // What the runtime has no place for stays in awp's own record of the agent.
+    rj::StringBuffer buf;
+    rj::Writer<rj::StringBuffer> w(buf);
+    w.StartObject();
+    w.Key("slug");
+    w.String(slug.c_str());
+    w.Key("runtime_agent_id");
+    w.String(id.c_str());
+    w.Key("command_id");
+    w.String(cmd.id.c_str());
+    for (const char* k : {"channel", "discord_server_id", "discord_user_id", "source_template",
+                          "description", "owner_name", "owner_preferred_name", "owner_timezone"}) {
+        if (const auto v = field(p, k)) {
+            w.Key(k);
+            w.String(v->c_str(), static_cast<rj::SizeType>(v->size()));
+        }
+    }
+    w.EndObject();
+    try {
+        std::filesystem::create_directories(cfg_.state_dir + "/agents");
+        write_file_atomic(cfg_.state_dir + "/agents/" + slug + ".json",
+                          std::string(buf.GetString(), buf.GetSize()) + "\n", 0600);
+    } catch (const std::exception& e) {
+        return std::string("provision: cannot write awp's record of the agent: ") + e.what();
+    }
+    return "";
+}
+
+net::awaitable<std::string> runner_service::reload_session(const plan& p) {
+    proc::spawn_options o = child_options(
+        cfg_.runtime.session_patch(p.fields.at("agent_id"), field(p, "model"), field(p, "thinking"))
+            .argv);
+    o.timeout = std::chrono::seconds(30);
+    try {
+        const auto r = co_await proc::async_run(o);
+        if (r.success()) co_return "\nsession agent:" + p.fields.at("agent_id") + ":main reloaded";
+        co_return "\nsession not reloaded (the new settings apply to its next turn): " +
+            runtime::error_line(r.err, r.out);
+    } catch (const proc::spawn_error& e) {
+        co_return std::string("\nsession not reloaded: ") + e.what();
+    }
+}
+
+net::awaitable<std::string> runner_service::remove_profile(const command_row& cmd,
+                                                           const std::string& id) {
+    (void)cmd;
+    const runtime::cli& rt = cfg_.runtime;
+    if (rt.kind() == runtime::dialect::v2026_6) {
+        const int n = runtime::remove_auth_profile(cfg_.runtime_home, id);
+        if (n == 0) throw local_op_error("profile " + id + " not found in any agent's auth store");
+        co_return "Removed " + id + " from " + std::to_string(n) + " auth store(s)";
+    }
+    // 2026.9: the CLI removes it, agent by agent (agents.entries of its config).
+    auto doc = core::json::try_parse(read_text(cfg_.runtime_home + "/openclaw.json"),
+                                     core::json::kDocument);
+    std::vector<std::string> agents;
+    if (doc && doc->IsObject() && doc->HasMember("agents") && (*doc)["agents"].IsObject()) {
+        const auto& a = (*doc)["agents"];
+        if (a.HasMember("entries") && a["entries"].IsObject())
+            for (const auto& m : a["entries"].GetObject()) agents.emplace_back(m.name.GetString());
+    }
+    int removed = 0;
+    std::string last;
+    for (const auto& agent : agents) {
+        proc::spawn_options o = child_options(rt.auth_logout(id, agent)->argv);
+        o.timeout = cfg_.command_timeout();
+        const auto r = co_await proc::async_run(o);
+        if (r.success()) {
+            ++removed;
+        } else {
+            last = runtime::error_line(r.err, r.out);
+        }
+    }
+    if (removed == 0)
+        throw local_op_error("profile " + id + " not removed from any agent" +
+                             (last.empty() ? std::string() : ": " + last));
+    co_return "Removed " + id + " from " + std::to_string(removed) + " agent(s)";
+}
+
 net::awaitable<void> runner_service::run_local(command_row cmd, plan p) {
     if (!co_await hold_for(db_, cmd, static_cast<int>(p.timeout.count()) + 60)) co_return;
     std::string out, error;
     try {
-        if (p.kind == plan_kind::set_agent_model) {
-            const std::string* model = p.fields.count("model") ? &p.fields.at("model") : nullptr;
-            const std::string* thinking =
-                p.fields.count("thinking") ? &p.fields.at("thinking") : nullptr;
-            out = set_agent_model(cfg_.runtime_home, p.fields.at("agent_slug"), model, thinking);
-        } else if (p.kind == plan_kind::auth_remove) {
-            out = auth_remove(cfg_.runtime_home, p.fields.at("profile_id"));
+        if (p.kind == plan_kind::auth_remove) {
+            out = co_await remove_profile(cmd, p.fields.at("profile_id"));
         } else if (p.kind == plan_kind::upload_file) {
             out = upload_file(p.fields.at("dir"), p.fields.at("path"), p.fields.at("content"),
                               p.fields.at("mode"));
@@ -745,7 +890,7 @@ net::awaitable<void> runner_service::start_auth(command_row cmd, plan p) {
     const std::string starting = connection_state({{"stage", "starting"}});
     co_await patch_payload(db_, cmd, starting);
     const bool auto_callback = flow->mode == "oauth_paste" && cfg_.networking_mode == "local";
-    if (flow->mode == "oauth_paste" && !auto_callback) {
+    if (!auto_callback) {
         // Hold the runtime's callback port so its login falls back to paste-back.
         auto acc = std::make_unique<net::ip::tcp::acceptor>(ioc_);
         boost::system::error_code ec;
@@ -802,7 +947,7 @@ net::awaitable<void> runner_service::auth_flow_main(std::shared_ptr<auth_flow> f
     for (;;) {
         std::string chunk = co_await flow->process->async_read_some();
         if (chunk.empty()) break;
-        seen += strip_ansi(chunk);
+        seen += runtime::strip_terminal(chunk);
         if (seen.size() > 32 * 1024) seen.erase(0, seen.size() - 8 * 1024);
         if (url.empty()) {
             for (std::sregex_iterator it(seen.begin(), seen.end(), url_re), end; it != end; ++it) {
@@ -846,7 +991,7 @@ net::awaitable<void> runner_service::auth_flow_main(std::shared_ptr<auth_flow> f
     flows_.erase(flow->cmd.id);
     std::vector<std::string> secrets = redactions(flow->cmd);
     secrets.insert(secrets.end(), flow->secrets.begin(), flow->secrets.end());
-    const std::string out = keep(strip_ansi(r.out), secrets, kAuthOutputLimit);
+    const std::string out = keep(runtime::strip_terminal(r.out), secrets, kAuthOutputLimit);
     const std::string profile = flow->provider + ":" + flow->profile_name;
     if (r.success()) {
         const std::string state =
@@ -865,7 +1010,7 @@ net::awaitable<void> runner_service::auth_flow_main(std::shared_ptr<auth_flow> f
         } else {
             code_out = r.exit_code;
             error = "login exited with code " + std::to_string(r.exit_code);
-            const std::string why = last_line(redact(strip_ansi(r.out), secrets), 300);
+            const std::string why = runtime::error_line("", redact(r.out, secrets));
             if (!why.empty()) error += ": " + why;
         }
         const std::string state = connection_state({{"stage", "failed"}, {"error", error}});

@@ -56,6 +56,15 @@ private:
     net::awaitable<std::optional<command_row>> lease();
     net::awaitable<void> handle(command_row cmd);
     net::awaitable<void> run_steps(command_row cmd, plan p);
+    /// The steps that need the host: provision's (after the secrets sync: the channel token
+    /// file, the template, awp's own record of the agent) and set_agent_model's (the agent's
+    /// place in the runtime's config). Returns "" or why the command cannot run.
+    std::string prepare_steps(const command_row& cmd, plan& p);
+    /// set_agent_model's reload of the agent's live session; a line for stdout.
+    net::awaitable<std::string> reload_session(const plan& p);
+    /// auth_remove: the profile out of every agent's auth store (the runtime's CLI where it has
+    /// one, else the files under the runtime's own lock). Returns the summary; throws.
+    net::awaitable<std::string> remove_profile(const command_row& cmd, const std::string& id);
     net::awaitable<void> run_local(command_row cmd, plan p);
     net::awaitable<void> run_source_write(command_row cmd, plan p);
     net::awaitable<void> start_auth(command_row cmd, plan p);

@@ -40,6 +40,9 @@ void add_options(core::daemon::cli& cli, config& c) {
     app.add_option("--runtime", c.runtime, "Agent runtime CLI (an executable, never a shell)")
         ->envname("AGENT_RUNTIME")
         ->capture_default_str();
+    app.add_option("--runtime-state-dir", c.state_dir,
+                   "The runtime's state folder (its OPENCLAW_STATE_DIR; the runner's too)")
+        ->envname("OPENCLAW_STATE_DIR");
     app.add_option("--max-concurrent", c.max_concurrent, "Agents woken at the same time")
         ->envname("MAX_CONCURRENT")
         ->check(CLI::Range(1, 256))

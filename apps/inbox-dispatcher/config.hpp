@@ -5,6 +5,7 @@
 #include <string>
 
 #include "awp/core/daemon.hpp"
+#include "awp/runtime/openclaw.hpp"
 
 namespace awp::dispatcher {
 
@@ -13,6 +14,8 @@ struct config {
     std::string gateway;               // GATEWAY_ID: the gateway's id or slug (resolved once)
     std::string tenant_id;             // TENANT_ID: optional; the gateway must belong to it
     std::string runtime = "openclaw";  // AGENT_RUNTIME
+    runtime::cli cli;                  // its version, detected at start (main)
+    std::string state_dir;             // OPENCLAW_STATE_DIR for the runtime ("" = its default)
     int max_concurrent = 2;            // MAX_CONCURRENT agents woken at once
     double wake_timeout_s = 300;       // WAKE_TIMEOUT: a wake running longer is killed and failed
     double kill_grace_s = 5;           // WAKE_KILL_GRACE: SIGTERM -> SIGKILL of a timed-out wake
@@ -30,7 +33,8 @@ struct config {
     }
     /// The lease actually requested (the default filled in).
     int effective_lease_seconds() const;
-    /// Throws core::config_error when options contradict each other.
+    /// Throws core::config_error when options contradict each other; detects the runtime's
+    /// version (unsupported: runtime::unsupported_runtime, a config_error).
     void validate() const;
 };
 

@@ -6,6 +6,7 @@
 
 #include "awp/core/daemon.hpp"
 #include "awp/core/error.hpp"
+#include "awp/runtime/openclaw.hpp"
 #include "config.hpp"
 #include "service.hpp"
 
@@ -19,6 +20,8 @@ int main(int argc, char** argv) {
     if (auto code = cli.parse(argc, argv, &cfg.common)) return *code;
     try {
         cfg.validate();
+        // The runtime's version decides the wake's argv; an unsupported one stops here (78).
+        cfg.cli = awp::runtime::cli::detect(cfg.runtime);
     } catch (const awp::core::config_error& e) {
         std::cerr << "awp-inbox-dispatcher: " << e.what() << "\n";
         return daemon::kExitConfig;

@@ -439,7 +439,12 @@ net::awaitable<void> service::handle(std::size_t slot, inbox_item item) {
     const std::string message = build_message(item, blockers);
 
     core::process::spawn_options opts;
-    opts.argv = build_argv(cfg_.runtime, item, message);
+    std::string refused;
+    try {
+        opts.argv = build_argv(cfg_.cli, item, message);
+    } catch (const core::error& e) {
+        refused = e.what();
+    }
     opts.timeout = cfg_.wake_timeout();
     opts.kill_grace = cfg_.kill_grace();
     opts.max_output = 8 * 1024;
@@ -447,6 +452,7 @@ net::awaitable<void> service::handle(std::size_t slot, inbox_item item) {
                 {"AWP_AGENT_ID", item.agent_id},
                 {"AWP_AGENT_SLUG", item.agent_slug},
                 {"AWP_INBOX_EVENT_TYPE", item.event_type}};
+    if (!cfg_.state_dir.empty()) opts.env["OPENCLAW_STATE_DIR"] = cfg_.state_dir;
     core::child_env::apply(opts);  // an allowlist: none of the daemon's secrets
     log::info("wake started", {{"item_id", item.id},
                                {"agent", item.agent_slug},
@@ -458,10 +464,14 @@ net::awaitable<void> service::handle(std::size_t slot, inbox_item item) {
     bool success = false;
     std::string reason;
     std::optional<core::process::process_result> result;
-    try {
-        result = co_await core::process::async_run(std::move(opts));
-    } catch (const core::process::spawn_error& e) {
-        reason = std::string("cannot start the agent runtime: ") + e.what();
+    if (!refused.empty()) {
+        reason = "cannot wake the agent: " + refused;
+    } else {
+        try {
+            result = co_await core::process::async_run(std::move(opts));
+        } catch (const core::process::spawn_error& e) {
+            reason = std::string("cannot start the agent runtime: ") + e.what();
+        }
     }
     if (result) {
         success = result->success();

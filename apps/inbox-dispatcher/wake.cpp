@@ -124,19 +124,12 @@ std::optional<std::string> effective_thinking(const inbox_item& item) {
     return non_empty(item.thinking);
 }
 
-std::vector<std::string> build_argv(const std::string& runtime, const inbox_item& item,
+std::vector<std::string> build_argv(const runtime::cli& cli, const inbox_item& item,
                                     const std::string& message) {
-    std::vector<std::string> argv{runtime,         "agent",     "--agent",
-                                  item.agent_slug, "--message", message};
-    if (auto m = effective_model(item)) {
-        argv.emplace_back("--model");
-        argv.push_back(*m);
-    }
-    if (auto t = effective_thinking(item)) {
-        argv.emplace_back("--thinking");
-        argv.push_back(*t);
-    }
-    return argv;
+    return cli
+        .agent_turn(runtime::agent_id(item.agent_slug), message, std::nullopt,
+                    effective_model(item), effective_thinking(item))
+        .argv;
 }
 
 std::string redact(std::string text, const std::vector<std::string>& secrets) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "awp/core/process.hpp"
+#include "awp/runtime/openclaw.hpp"
 
 namespace awp::dispatcher {
 
@@ -50,8 +51,9 @@ std::string build_message(const inbox_item& item, const std::vector<blocker>& bl
 std::optional<std::string> effective_model(const inbox_item& item);
 std::optional<std::string> effective_thinking(const inbox_item& item);
 
-/// `<runtime> agent --agent <slug> --message <message> [--model m] [--thinking t]`.
-std::vector<std::string> build_argv(const std::string& runtime, const inbox_item& item,
+/// The runtime's agent turn for the item (awp::runtime: the agent's runtime id, the thinking
+/// level as the runtime spells it). Throws core::error when the slug or level cannot be mapped.
+std::vector<std::string> build_argv(const runtime::cli& cli, const inbox_item& item,
                                     const std::string& message);
 
 /// Replaces every known secret and every secret-looking token (key=value pairs named like keys,

@@ -96,6 +96,7 @@ inline runner::runner_config base_config(const std::string& dsn, const sandbox& 
     c.gateway_slug = slug;
     c.instance = test::random_name("runner-");
     c.agent_runtime = std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime";
+    c.runtime = awp::runtime::cli(c.agent_runtime, "2026.6.1");
     c.scripts_dir = std::string(AWP_SOURCE_DIR) + "/deploy/runtime";
     c.runtime_home = (box.root / "home").string();
     c.secrets_dir = (box.root / "secrets").string();

@@ -23,6 +23,7 @@ namespace {
 runner_config config() {
     runner_config c;
     c.agent_runtime = "/opt/rt";
+    c.runtime = awp::runtime::cli("/opt/rt", "2026.6.1");
     c.scripts_dir = "/scripts";
     c.runtime_home = "/home/x/.openclaw";
     c.compose_project = "proj";
