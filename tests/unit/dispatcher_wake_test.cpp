@@ -31,7 +31,8 @@ inbox_item sample() {
 TEST_CASE("the wake argv is the runtime's agent command with the agent's slug, model and thinking",
           "[dispatcher]") {
     auto it = sample();
-    const auto argv = build_argv("/opt/rt", it, "hello");
+    const awp::runtime::cli rt("/opt/rt", "2026.6.1");
+    const auto argv = build_argv(rt, it, "hello");
     REQUIRE(argv.size() == 10);
     CHECK(argv[0] == "/opt/rt");
     CHECK(argv[1] == "agent");
@@ -47,8 +48,20 @@ TEST_CASE("the wake argv is the runtime's agent command with the agent's slug, m
     it.payload_json = "{}";
     it.model.reset();
     it.thinking = "";
-    const auto bare = build_argv("openclaw", it, "m");
+    const auto bare = build_argv(rt, it, "m");
     CHECK(bare.size() == 6);
+
+    // The runtime's spelling: its agent id (lower case) and "off" for the spec's "none".
+    it.agent_slug = "Ada.Lovelace";
+    it.thinking = "none";
+    const auto mapped = build_argv(rt, it, "m");
+    REQUIRE(mapped.size() == 8);
+    CHECK(mapped[3] == "ada-lovelace");
+    CHECK(mapped[6] == "--thinking");
+    CHECK(mapped[7] == "off");
+    // A slug the runtime would take for its own default agent is never woken as it.
+    it.agent_slug = "MAIN";
+    CHECK_THROWS_WITH(build_argv(rt, it, "m"), Catch::Contains("reserves for its default agent"));
 }
 
 TEST_CASE("the message carries event, summary, item, task, context and blockers, no secrets",

@@ -61,42 +61,29 @@ using sv = std::vector<std::string>;
 
 }  // namespace
 
-TEST_CASE("provision maps every payload field to the add-agent script's argv", "[runner]") {
+TEST_CASE("provision validates every payload field and keeps it for the runtime steps",
+          "[runner]") {
     auto c = cmd("provision",
                  R"({"channel":"discord","discord_server_id":"123","discord_user_id":"456",
                      "source_template":"template/sales","name":"Ana; rm -rf /","description":"d",
                      "emoji":"🙂","model":"anthropic/claude-x","owner_name":"O N",
                      "owner_preferred_name":"O","owner_timezone":"Europe/Berlin"})",
-                 "ana");
+                 "Ana");
     auto p = plan_command(c, config());
+    CHECK(p.kind == plan_kind::provision);
     CHECK(p.sync_secrets_first);
-    CHECK(p.steps[0].argv == sv{"/scripts/add-agent.sh",
-                                "ana",
-                                "--channel",
-                                "discord",
-                                "--discord-server-id",
-                                "123",
-                                "--discord-user-id",
-                                "456",
-                                "--source-branch",
-                                "template/sales",
-                                "--name",
-                                "Ana; rm -rf /",
-                                "--description",
-                                "d",
-                                "--emoji",
-                                "🙂",
-                                "--model",
-                                "anthropic/claude-x",
-                                "--owner-name",
-                                "O N",
-                                "--owner-preferred-name",
-                                "O",
-                                "--owner-timezone",
-                                "Europe/Berlin"});
-    // Defaults: channel telegram; discord ids only for discord.
-    CHECK(argv_of(cmd("provision", R"({"discord_server_id":"1"})", "bob")) ==
-          sv{"/scripts/add-agent.sh", "bob", "--channel", "telegram"});
+    CHECK(p.steps.empty());  // built once the agent's secrets are synced (the token file)
+    CHECK(p.fields.at("agent_slug") == "Ana");
+    CHECK(p.fields.at("agent_id") == "ana");  // the runtime's id
+    CHECK(p.fields.at("channel") == "discord");
+    CHECK(p.fields.at("name") == "Ana; rm -rf /");
+    CHECK(p.fields.at("model") == "anthropic/claude-x");
+    CHECK(p.fields.at("owner_timezone") == "Europe/Berlin");
+    CHECK(p.fields.at("source_template") == "template/sales");
+    // Defaults: channel telegram.
+    CHECK(plan_command(cmd("provision", "{}", "bob"), config()).fields.at("channel") == "telegram");
+    // The runtime keeps "main" for its default agent: never provisioned by awp.
+    CHECK_THAT(refusal(cmd("provision", "{}", "Main")), Catch::Contains("reserves"));
 }
 
 TEST_CASE("invalid payloads are refused with a message naming the field", "[runner]") {
@@ -176,13 +163,13 @@ TEST_CASE("the RUNTIME_MODE table maps gateway actions to compose, systemctl and
     CHECK(up.steps[1].argv == sv{"docker", "compose", "-p", "proj", "up", "-d"});
 
     c.mode = runtime_mode::service_manager;
-    CHECK(argv_of(cmd("restart_gateway"), c) == sv{"/opt/rt", "gateway", "restart"});
+    CHECK(argv_of(cmd("restart_gateway"), c) == sv{"/opt/rt", "gateway", "restart", "--json"});
     CHECK(argv_of(cmd("restart_dispatcher"), c) ==
           sv{"systemctl", "--user", "restart", "awp-inbox-dispatcher"});
     up = plan_command(cmd("update_gateway"), c);
     REQUIRE(up.steps.size() == 2);
     CHECK(up.steps[0].argv == sv{"git", "-C", "/srv/awp", "pull", "--ff-only"});
-    CHECK(up.steps[1].argv == sv{"/srv/awp/install.sh", "--update"});
+    CHECK(up.steps[1].argv == sv{"/srv/awp/deploy/install-systemd.sh", "--update"});
 
     CHECK(parse_runtime_mode("docker") == runtime_mode::container);
     CHECK(parse_runtime_mode("systemd") == runtime_mode::service_manager);
@@ -193,34 +180,49 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
     CHECK(argv_of(cmd("approve_pairing", R"({"pairing_code":" AB-12 "})")) ==
           sv{"/opt/rt", "pairing", "approve", "telegram", "AB-12"});
     CHECK(argv_of(cmd("update", "{}", "ana")) == sv{"/scripts/update-agent.sh", "ana"});
-    CHECK(argv_of(cmd("remove", "{}", "ana")) == sv{"/scripts/remove-agent.sh", "ana"});
+    CHECK(argv_of(cmd("remove", "{}", "Ana")) ==
+          sv{"/opt/rt", "agents", "delete", "ana", "--force", "--json"});
     CHECK(argv_of(cmd("update_all")) == sv{"/scripts/update-all-agents.sh"});
     CHECK(argv_of(cmd("list_models")) == sv{"/opt/rt", "models", "list", "--json", "--all"});
+    CHECK(plan_command(cmd("list_models"), config()).json_output);
     CHECK(argv_of(cmd("list_models", R"({"provider":"openai"})")) ==
           sv{"/opt/rt", "models", "list", "--json", "--provider", "openai"});
     CHECK(argv_of(cmd("auth_list")) == sv{"/opt/rt", "models", "status", "--json", "--probe"});
     CHECK(argv_of(cmd("auth_refresh", R"({"profile_id":"openai:work"})")) ==
-          sv{"/opt/rt", "models", "status", "--json", "--probe", "--probe-provider", "openai",
-             "--probe-profile", "work"});
+          sv{"/opt/rt", "models", "status", "--json", "--probe", "--probe-profile",
+             "openai:work"});
     CHECK(argv_of(cmd("auth_set_default", R"({"provider":"anthropic"})")) ==
           sv{"/opt/rt", "models", "auth", "order", "set", "--provider", "anthropic",
              "anthropic:default"});
+    CHECK(argv_of(cmd("auth_set_default", R"({"provider":"anthropic"})", "Ana")) ==
+          sv{"/opt/rt", "models", "auth", "order", "set", "--provider", "anthropic", "--agent",
+             "ana", "anthropic:default"});
     auto key = plan_command(
         cmd("auth_set_api_key", R"({"provider":"openai","api_key":"sk-secret-1"})"), config());
     CHECK(key.steps[0].argv == sv{"/opt/rt", "models", "auth", "paste-api-key", "--provider",
                                   "openai", "--profile-id", "openai:default"});
     CHECK(key.steps[0].stdin_data == std::optional<std::string>("sk-secret-1\n"));
+    auto url = plan_command(cmd("auth_set_api_key",
+                                R"({"provider":"ollama","api_key":"k-123","base_url":"http://h:1"})"),
+                            config());
+    REQUIRE(url.steps.size() == 2);
+    CHECK(url.steps[1].argv ==
+          sv{"/opt/rt", "config", "set", "models.providers.ollama.baseUrl", "http://h:1"});
+    // Sessions live in the runtime's gateway.
     CHECK(argv_of(cmd("start_session", R"({"session_id":"s1"})", "ana")) ==
-          sv{"/opt/rt", "sessions", "start", "--agent", "ana", "--session-id", "s1"});
+          sv{"/opt/rt", "gateway", "call", "sessions.create", "--json", "--params",
+             R"({"agentId":"ana","key":"agent:ana:s1"})"});
     CHECK(argv_of(cmd("end_session", "{}", "ana")) ==
-          sv{"/opt/rt", "sessions", "end", "--agent", "ana"});
+          sv{"/opt/rt", "gateway", "call", "sessions.delete", "--json", "--params",
+             R"({"key":"agent:ana:main","agentId":"ana"})"});
     CHECK(argv_of(cmd("restart_session", "{}", "ana")) ==
-          sv{"/opt/rt", "sessions", "restart", "--agent", "ana"});
-    CHECK(argv_of(cmd("execute_prompt", R"({"prompt":"$(id)\nline 2","thinking":"low"})", "ana")) ==
+          sv{"/opt/rt", "gateway", "call", "sessions.reset", "--json", "--params",
+             R"({"key":"agent:ana:main","agentId":"ana","reason":"new"})"});
+    CHECK(argv_of(cmd("execute_prompt", R"({"prompt":"$(id)\nline 2","thinking":"none"})", "ana")) ==
           sv{"/opt/rt", "agent", "--agent", "ana", "--message", "$(id)\nline 2", "--thinking",
-             "low"});
+             "off"});
     CHECK(argv_of(cmd("send_message", R"({"channel":"slack","target":"C1","message":"hi"})",
-                      "ana")) == sv{"/opt/rt", "message", "send", "--channel", "slack", "--target",
+                      "Ana")) == sv{"/opt/rt", "message", "send", "--channel", "slack", "--target",
                                     "C1", "--message", "hi", "--account", "ana"});
     CHECK(argv_of(cmd("run_shell", R"({"argv":["/bin/echo","a b","$HOME"]})")) ==
           sv{"/bin/echo", "a b", "$HOME"});
@@ -228,9 +230,14 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
         plan_command(cmd("auth_start", R"({"provider":"openai","mode":"device_code"})"), config());
     CHECK(login.kind == plan_kind::auth_start);
     CHECK(login.steps[0].argv == sv{"/opt/rt", "models", "auth", "login", "--provider", "openai",
-                                    "--device-code", "--profile-id", "openai:default"});
+                                    "--profile-id", "openai:default", "--device-code"});
     CHECK(plan_command(cmd("auth_start", R"({"provider":"openai"})"), config()).fields.at("mode") ==
           "oauth_paste");
+    auto model = plan_command(
+        cmd("set_agent_model", R"({"agent_slug":"Ana","thinking":"none"})"), config());
+    CHECK(model.kind == plan_kind::set_agent_model);
+    CHECK(model.fields.at("agent_id") == "ana");
+    CHECK(model.fields.at("thinking") == "none");  // mapped by the adapter when run
 }
 
 TEST_CASE("scrub patches remove the secrets on success and on failure", "[runner]") {

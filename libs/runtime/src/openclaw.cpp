@@ -510,28 +510,34 @@ std::optional<std::string> fit_json(std::string_view output, std::size_t limit) 
     if (!doc) return std::nullopt;
     std::string text = write_json(*doc);
     if (text.size() <= limit) return text;
+    auto& al = doc->GetAllocator();
+    // The marker first: adding a member later could move the array found below.
+    if (doc->IsObject()) {
+        rj::Value info(rj::kObjectType);
+        info.AddMember("path", rj::Value(""), al);
+        info.AddMember("kept", static_cast<uint64_t>(0), al);
+        info.AddMember("total", static_cast<uint64_t>(0), al);
+        doc->AddMember("awpTruncated", info, al);
+    }
     rj::Value* arr = nullptr;
     std::string path;
     longest_array(*doc, "", arr, path);
     if (!arr || arr->Empty()) return std::nullopt;
     const std::size_t total = arr->Size();
-    // Binary search on how many entries are kept.
-    std::size_t lo = 0, hi = total;
-    auto& al = doc->GetAllocator();
+    if (doc->IsObject()) {
+        auto& info = (*doc)["awpTruncated"];
+        info["path"].SetString(path.c_str(), static_cast<rj::SizeType>(path.size()), al);
+        info["total"].SetUint64(total);
+    }
     rj::Value all(*arr, al);  // a copy of the entries
     auto render = [&](std::size_t keep) {
         arr->SetArray();
-        for (std::size_t i = 0; i < keep; ++i) arr->PushBack(rj::Value(all[static_cast<rj::SizeType>(i)], al), al);
-        if (doc->IsObject()) {
-            doc->RemoveMember("awpTruncated");
-            rj::Value info(rj::kObjectType);
-            info.AddMember("path", rj::Value(path.c_str(), al), al);
-            info.AddMember("kept", static_cast<uint64_t>(keep), al);
-            info.AddMember("total", static_cast<uint64_t>(total), al);
-            doc->AddMember("awpTruncated", info, al);
-        }
+        for (std::size_t i = 0; i < keep; ++i)
+            arr->PushBack(rj::Value(all[static_cast<rj::SizeType>(i)], al), al);
+        if (doc->IsObject()) (*doc)["awpTruncated"]["kept"].SetUint64(keep);
         return write_json(*doc);
     };
+    std::size_t lo = 0, hi = total;
     while (lo < hi) {
         const std::size_t mid = (lo + hi + 1) / 2;
         if (render(mid).size() <= limit) {
