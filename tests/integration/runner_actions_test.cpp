@@ -1,6 +1,7 @@
 // Integration tests of the command runner against a real database and real processes (the fake
 // runtime CLI, fake docker/systemctl on PATH): actions, validation, timeouts, auth flows,
 // scrubbing, secrets, source_write, gateway isolation, two runners, a Postgres restart.
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/socket.h>
 
@@ -12,6 +13,7 @@
 #include <boost/asio/write.hpp>
 #include <set>
 
+#include "awp/runtime/openclaw.hpp"
 #include "runner_harness.hpp"
 #include "support/private_cluster.hpp"
 
@@ -68,12 +70,14 @@ TEST_CASE("runner: spawned actions call the runtime with the documented argv and
     CHECK(calls[1] == std::vector<std::string>{"models", "list", "--json", "--provider", "openai"});
     CHECK(calls[2] == std::vector<std::string>{"agent", "--agent", gw.agent, "--message",
                                                "$(touch /tmp/x); hi"});
-    CHECK(calls[3] == std::vector<std::string>{"sessions", "start", "--agent", gw.agent});
+    const std::string id = awp::runtime::agent_id(gw.agent);
+    CHECK(calls[3] == std::vector<std::string>{"gateway", "call", "sessions.create", "--json",
+                                               "--params", "{\"agentId\":\"" + id + "\"}"});
 }
 
 TEST_CASE(
-    "runner: provision runs add-agent.sh, which gets the agent's channel token from the secrets "
-    "sync",
+    "runner: provision registers the agent, its identity, its channel (token from the secrets "
+    "sync, through a 0600 file) and its binding",
     "[runner]") {
     awp::test::scoped_database db;
     auto admin = db.admin();
@@ -95,20 +99,41 @@ TEST_CASE(
     auto s = wait_finished(admin, id);
     CHECK(s.status == "done");
     const auto calls = box.calls();
-    REQUIRE(calls.size() == 3);
-    CHECK(calls[0][0] == "agents");
-    CHECK(calls[0][1] == "add");
-    CHECK(calls[0][2] == gw.agent);
-    CHECK(calls[1] == std::vector<std::string>{"channels", "add", "--channel", "telegram",
-                                               "--account", gw.agent, "--token-env",
-                                               "TELEGRAM_BOT_TOKEN"});
-    CHECK(calls[2] == std::vector<std::string>{"gateway", "restart"});
-    // The runtime saw the token in its environment, never in argv or in the row.
-    std::ifstream env(box.fake("env.2"));
-    std::string names((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
-    CHECK_THAT(names, Catch::Contains("TELEGRAM_BOT_TOKEN"));
-    CHECK_THAT(names, !Catch::Contains("DATABASE_URL"));
+    using sv = std::vector<std::string>;
+    const std::string rid = awp::runtime::agent_id(gw.agent);
+    const std::string workspace = cfg.runtime_home + "/workspace-" + gw.agent;
+    const std::string token_file = cfg.secrets_dir + "/channels/" + rid + ".telegram.token";
+    REQUIRE(calls.size() == 4);
+    CHECK(calls[0] == sv{"agents", "add", rid, "--workspace", workspace, "--non-interactive",
+                         "--json", "--model", "openai/gpt-5"});
+    CHECK(calls[1] == sv{"agents", "set-identity", "--agent", rid, "--name", "Ana"});
+    CHECK(calls[2] == sv{"channels", "add", "--channel", "telegram", "--account", rid,
+                         "--token-file", token_file});
+    CHECK(calls[3] == sv{"agents", "bind", "--agent", rid, "--bind", "telegram:" + rid});
+    // The runtime reads the token from a file only the runner's user can read; it is never in
+    // argv, in the runtime's environment or in the row.
+    std::ifstream tf(token_file);
+    std::string stored((std::istreambuf_iterator<char>(tf)), std::istreambuf_iterator<char>());
+    CHECK(stored == token);
+    struct stat st {};
+    REQUIRE(::stat(token_file.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+    std::ifstream env(box.fake("environ.3"));
+    std::string child_env((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    CHECK_THAT(child_env, !Catch::Contains(token));
+    CHECK_THAT(child_env, Catch::Contains("OPENCLAW_STATE_DIR=" + cfg.runtime_home));
     CHECK_THAT(s.stdout_ + s.stderr_ + s.payload, !Catch::Contains(token));
+    // What the runtime has no place for is in awp's own record of the agent.
+    std::ifstream rec(cfg.state_dir + "/agents/" + gw.agent + ".json");
+    std::string record((std::istreambuf_iterator<char>(rec)), std::istreambuf_iterator<char>());
+    CHECK_THAT(record, Catch::Contains("\"runtime_agent_id\":\"" + rid + "\""));
+
+    // Without a token for the channel: refused before the runtime is called, saying what is missing.
+    const auto none = enqueue(admin, gw.id, "provision", R"({"channel":"slack"})", gw.agent);
+    auto sn = wait_finished(admin, none);
+    CHECK(sn.status == "failed");
+    CHECK_THAT(sn.error, Catch::Contains("no SLACK_BOT_TOKEN"));
+    CHECK(box.calls().size() == 4);
 }
 
 TEST_CASE(
@@ -171,7 +196,7 @@ TEST_CASE("runner: the RUNTIME_MODE table reaches docker compose, systemctl and 
     CHECK(calls[1] == sv{"docker", "compose", "-p", "awp-test", "pull"});
     CHECK(calls[2] == sv{"docker", "compose", "-p", "awp-test", "up", "-d"});
     CHECK(calls[3] == sv{"systemctl", "--user", "restart", "awp-inbox-dispatcher"});
-    CHECK(calls[4] == sv{"gateway", "restart"});
+    CHECK(calls[4] == sv{"gateway", "restart", "--json"});
 }
 
 TEST_CASE("runner: COMMAND_TIMEOUT kills the whole process group and keeps the output tail",
@@ -318,12 +343,17 @@ TEST_CASE(
     CHECK(port_free(cfg.callback_port));
 }
 
-TEST_CASE("runner: device-code login reports the code while polling, then completes", "[runner]") {
+TEST_CASE(
+    "runner: device-code login holds the callback port, reports the code while polling, then "
+    "completes",
+    "[runner]") {
     awp::test::scoped_database db;
     auto admin = db.admin();
     gateway_fixture gw(admin);
     sandbox box;
-    running_runner r(base_config(db, box, gw.slug));
+    auto cfg = base_config(db, box, gw.slug);
+    cfg.networking_mode = "local";  // even so: only a local OAuth paste leaves the port free
+    running_runner r(cfg);
     const auto start = enqueue(admin, gw.id, "auth_start",
                                R"({"provider":"github-copilot","mode":"device_code"})");
     REQUIRE(eventually(
@@ -332,6 +362,7 @@ TEST_CASE("runner: device-code login reports the code while polling, then comple
     CHECK_THAT(s.payload, Catch::Contains("\"stage\": \"polling\"") &&
                               Catch::Contains("\"verificationCode\": \"WDJB-MJHT\"") &&
                               Catch::Contains("https://auth.example.test/device"));
+    CHECK_FALSE(port_free(cfg.callback_port));  // the spec: the runner occupies 1455
     box.set("approve");
     auto done = wait_finished(admin, start);
     CHECK(done.status == "done");
@@ -640,16 +671,20 @@ TEST_CASE(
     CHECK_THAT(tf.error, Catch::Contains("always fails"));
 }
 
-TEST_CASE("runner: set_agent_model, auth_remove and upload_file change the runtime's files",
-          "[runner]") {
+TEST_CASE(
+    "runner: set_agent_model goes through the runtime's config commands and reloads the session, "
+    "auth_remove and upload_file change the files under the runtime's lock",
+    "[runner]") {
     awp::test::scoped_database db;
     auto admin = db.admin();
     gateway_fixture gw(admin);
     sandbox box;
     auto cfg = base_config(db, box, gw.slug);
     const auto home = box.root / "home";
-    std::ofstream(home / "openclaw.json") << R"({"agents":{"list":[{"id":"ws/)" << gw.agent
-                                          << R"(","model":"a/b"},{"id":"other"}]}})";
+    const std::string id = awp::runtime::agent_id(gw.agent);
+    std::filesystem::create_directories(home);
+    std::ofstream(home / "openclaw.json")
+        << R"({"agents":{"list":[{"id":"main"},{"id":")" << id << R"(","model":"a/b"}]}})";
     std::filesystem::create_directories(home / "agents" / "x" / "agent");
     std::ofstream(home / "agents" / "x" / "agent" / "auth-profiles.json")
         << R"({"profiles":{"openai:work":{"k":1},"anthropic:default":{}}})";
@@ -663,13 +698,33 @@ TEST_CASE("runner: set_agent_model, auth_remove and upload_file change the runti
                                           R"({"agent_slug":")" + gw.agent +
                                               R"(","model":"openai/gpt-5","thinking":"high"})"));
     CHECK(m.status == "done");
-    CHECK_THAT(read(home / "openclaw.json"), Catch::Contains("\"model\": \"openai/gpt-5\"") &&
-                                                 Catch::Contains("\"thinkingDefault\": \"high\""));
+    using sv = std::vector<std::string>;
+    auto calls = box.calls();
+    REQUIRE(calls.size() == 2);
+    CHECK(calls[0] ==
+          sv{"config", "set", "--batch-json",
+             R"([{"path":"agents.list[1].model","value":"openai/gpt-5"},{"path":"agents.list[1].thinkingDefault","value":"high"}])"});
+    CHECK(calls[1] == sv{"gateway", "call", "sessions.patch", "--json", "--params",
+                         R"({"key":"agent:)" + id + R"(:main","agentId":")" + id +
+                             R"(","model":"openai/gpt-5","thinkingLevel":"high"})"});
+    CHECK_THAT(m.stdout_, Catch::Contains("reloaded"));
+    // "none" is the runtime's "off"; an agent the runtime does not know is named.
+    auto off = wait_finished(admin, enqueue(admin, gw.id, "set_agent_model",
+                                            R"({"agent_slug":")" + gw.agent +
+                                                R"(","thinking":"none"})"));
+    CHECK(off.status == "done");
+    CHECK_THAT(box.calls()[2][3], Catch::Contains(R"("value":"off")"));
+    auto unknown = wait_finished(
+        admin, enqueue(admin, gw.id, "set_agent_model", R"({"agent_slug":"ghost","model":"a/b"})"));
+    CHECK(unknown.status == "failed");
+    CHECK_THAT(unknown.error, Catch::Contains("\"ghost\" is not configured in the runtime"));
     auto rm = wait_finished(
         admin, enqueue(admin, gw.id, "auth_remove", R"({"profile_id":"openai:work"})"));
     CHECK(rm.status == "done");
     CHECK_THAT(read(home / "agents" / "x" / "agent" / "auth-profiles.json"),
                !Catch::Contains("openai:work") && Catch::Contains("anthropic:default"));
+    CHECK_FALSE(std::filesystem::exists(home / "agents" / "x" / "agent" /
+                                        "auth-profiles.json.lock"));
     auto rm2 = wait_finished(
         admin, enqueue(admin, gw.id, "auth_remove", R"({"profile_id":"openai:work"})"));
     CHECK(rm2.status == "failed");
