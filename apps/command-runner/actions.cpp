@@ -252,8 +252,15 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
     if (a == "update")
         return spawn_plan(cfg, {script(cfg, "update-agent.sh"), agent_slug_of(cmd, p)});
     if (a == "remove") {
-        const std::string slug = agent_slug_of(cmd, p);
-        return spawn_plan(cfg, rt.delete_agent(runtime_id(p, slug)));
+        // The runtime unregisters the agent and prunes its workspace; awp drops the channel
+        // token files it wrote for it (the secrets sync drops the env file with the row).
+        const std::string id = runtime_id(p, agent_slug_of(cmd, p));
+        plan out = spawn_plan(cfg, rt.delete_agent(id));
+        std::vector<std::string> rm = {"rm", "-f", "--"};
+        for (const auto& ch : kChatChannels)
+            rm.push_back(cfg.secrets_dir + "/channels/" + id + "." + ch + ".token");
+        out.steps.push_back({std::move(rm), std::nullopt});
+        return out;
     }
     if (a == "update_all") return spawn_plan(cfg, {script(cfg, "update-all-agents.sh")});
     if (a == "restart_gateway") {

@@ -592,6 +592,8 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
     for (std::size_t i = 0; i < p.steps.size() && ok; ++i) {
         proc::spawn_options o = child_options(p.steps[i].argv);
         o.stdin_data = p.steps[i].stdin_data;
+        // A JSON output is read whole (up to 8 MiB), then trimmed by entries, never by bytes.
+        if (p.json_output) o.max_output = std::size_t{8} << 20;
         if (p.fields.count("cwd") && std::filesystem::is_directory(p.fields.at("cwd")))
             o.working_dir = p.fields.at("cwd");
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -36,7 +36,7 @@ export BENCH_GATEWAY=bench BENCH_GATEWAY_ID=$(psql -X -qAt "$ADMIN" -c \
 
 start_runner() {  # a runtime that exits at once: /bin/true
   GATEWAY_ID=bench AGENT_RUNTIME=/bin/true AWP_INSTANCE=bench-runner LOG_LEVEL=warn SAFETY_POLL=${1:-30} \
-    OPENCLAW_HOME=$OUT/home SECRETS_DIR=$OUT/secrets AWP_STATE_DIR=$OUT/state \
+    OPENCLAW_STATE_DIR=$OUT/home SECRETS_DIR=$OUT/secrets AWP_STATE_DIR=$OUT/state \
     "$BIN/awp-command-runner" 2>>"$OUT/runner.log" &
   runner_pid=$!
   sleep 1

@@ -1,10 +1,9 @@
 # Shared by the agent scripts the command runner calls (sourced, not run). The runner passes
-# AGENT_RUNTIME (the runtime CLI), AWP_RUNTIME_HOME and AWP_SECRETS_DIR; every value arrives as
-# its own argv element, never through a shell string.
+# OPENCLAW_STATE_DIR (the runtime's state: openclaw.json, agents/, workspace-<slug>/) and
+# AWP_SECRETS_DIR; every value arrives as its own argv element, never through a shell string.
+# These scripts never edit the runtime's files: the runtime's CLI does, through awp::runtime.
 set -euo pipefail
-RUNTIME=${AGENT_RUNTIME:-openclaw}
-RUNTIME_HOME=${AWP_RUNTIME_HOME:-$HOME/.openclaw}
-SECRETS_DIR=${AWP_SECRETS_DIR:-$RUNTIME_HOME/secrets}
+RUNTIME_HOME=${OPENCLAW_STATE_DIR:-${AWP_RUNTIME_HOME:-$HOME/.openclaw}}
 
 die() { echo "$(basename "$0"): $*" >&2; exit 2; }
 
@@ -13,16 +12,18 @@ check_slug() {
   [[ $1 =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ && $1 != *..* ]] || die "unsafe agent slug: $1"
 }
 
-# Loads the agent's secrets (channel tokens) into the environment without printing them.
-load_agent_env() {
-  local f="$SECRETS_DIR/agents/$1.env"
-  [[ -f $f ]] || f="$SECRETS_DIR/gateway.env"
-  if [[ -f $f ]]; then set -a; . "$f"; set +a; fi
-}
-
-# Serialises edits of the runtime's configuration with the runner's own (set_agent_model).
-with_config_lock() {
-  mkdir -p "$RUNTIME_HOME"
-  exec 9>"$RUNTIME_HOME/openclaw.json.lock"
-  flock 9
+# Pulls one workspace: fast-forward only, from its upstream; none is not an error.
+update_workspace() {
+  local slug=$1 ws="$RUNTIME_HOME/workspace-$1"
+  [[ -d $ws ]] || { echo "agent $slug has no workspace on this gateway" >&2; return 1; }
+  if [[ ! -e $ws/.git ]]; then
+    echo "agent $slug: workspace is not a git checkout, nothing to pull"
+    return 0
+  fi
+  if ! git -C "$ws" rev-parse --abbrev-ref --symbolic-full-name '@{u}' >/dev/null 2>&1; then
+    echo "agent $slug: no upstream branch, nothing to pull"
+    return 0
+  fi
+  git -C "$ws" pull --ff-only
+  echo "agent $slug updated"
 }

@@ -6,11 +6,7 @@ shopt -s nullglob
 for ws in "$RUNTIME_HOME"/workspace-*; do
   slug=${ws##*/workspace-}
   count=$((count + 1))
-  if [[ -d $ws/.git || -f $ws/.git ]]; then
-    git -C "$ws" pull --ff-only || { echo "agent $slug: update failed" >&2; failed=$((failed + 1)); continue; }
-  fi
-  echo "agent $slug updated"
+  update_workspace "$slug" || { echo "agent $slug: update failed" >&2; failed=$((failed + 1)); }
 done
-"$RUNTIME" gateway restart
 echo "$count agent(s), $failed failed"
 [[ $failed -eq 0 ]]

@@ -89,7 +89,7 @@ struct host {
                 {"AGENT_RUNTIME", std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime"},
                 {"FAKE_RUNTIME_DIR", (dir / "fake").string()},
                 {"AWP_CHILD_ENV_ALLOW", "FAKE_*"},
-                {"OPENCLAW_HOME", (dir / "home").string()},
+                {"OPENCLAW_STATE_DIR", (dir / "home").string()},
                 {"SECRETS_DIR", (dir / "secrets").string()},
                 {"SAFETY_POLL", "0.5"},
                 {"LOG_LEVEL", "info"}};

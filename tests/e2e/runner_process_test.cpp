@@ -115,7 +115,7 @@ struct setup {
                 {"AGENT_RUNTIME", std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime"},
                 {"FAKE_RUNTIME_DIR", (root / "fake").string()},
                 {"AWP_CHILD_ENV_ALLOW", "FAKE_*"},
-                {"OPENCLAW_HOME", (root / "home").string()},
+                {"OPENCLAW_STATE_DIR", (root / "home").string()},
                 {"SECRETS_DIR", (root / "secrets").string()},
                 {"AWP_STATE_DIR", (root / "state").string()},
                 {"COMMAND_TIMEOUT", "60"},

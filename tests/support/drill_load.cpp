@@ -201,7 +201,7 @@ std::map<std::string, std::string> stack::env_of(daemon d) const {
             env["AGENT_RUNTIME"] = std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime";
             env["FAKE_RUNTIME_DIR"] = runtime_dir_.string();
             env["AWP_CHILD_ENV_ALLOW"] = "FAKE_*";
-            env["OPENCLAW_HOME"] = (dir_ / "home").string();
+            env["OPENCLAW_STATE_DIR"] = (dir_ / "home").string();
             env["SECRETS_DIR"] = (dir_ / "secrets").string();
             env["AWP_STATE_DIR"] = (dir_ / "runner-state").string();
             env["AWP_RUNTIME_SCRIPTS"] = std::string(AWP_SOURCE_DIR) + "/deploy/runtime";

@@ -180,8 +180,10 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
     CHECK(argv_of(cmd("approve_pairing", R"({"pairing_code":" AB-12 "})")) ==
           sv{"/opt/rt", "pairing", "approve", "telegram", "AB-12"});
     CHECK(argv_of(cmd("update", "{}", "ana")) == sv{"/scripts/update-agent.sh", "ana"});
-    CHECK(argv_of(cmd("remove", "{}", "Ana")) ==
-          sv{"/opt/rt", "agents", "delete", "ana", "--force", "--json"});
+    auto rm = plan_command(cmd("remove", "{}", "Ana"), config());
+    REQUIRE(rm.steps.size() == 2);
+    CHECK(rm.steps[0].argv == sv{"/opt/rt", "agents", "delete", "ana", "--force", "--json"});
+    CHECK(rm.steps[1].argv[0] == "rm");
     CHECK(argv_of(cmd("update_all")) == sv{"/scripts/update-all-agents.sh"});
     CHECK(argv_of(cmd("list_models")) == sv{"/opt/rt", "models", "list", "--json", "--all"});
     CHECK(plan_command(cmd("list_models"), config()).json_output);

@@ -1,0 +1,306 @@
+// The real agent runtime: awp-command-runner and awp-inbox-dispatcher (real processes) against
+// the real openclaw CLI from npm (AWP_OPENCLAW, installed by scripts/install-runtime.sh; CI sets
+// it). Every runtime action runs in a throwaway OPENCLAW_STATE_DIR and the runtime's own state is
+// checked after it; an action that needs the network (a model turn, a token exchange, a chat
+// message, the runtime's gateway) must fail with the runtime's own message, never with an argv
+// error. docs/runtime.md.
+#include <signal.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "awp/core/crypto.hpp"
+#include "awp/core/json.hpp"
+#include "awp/core/process.hpp"
+#include "awp/runtime/openclaw.hpp"
+#include "integration/runner_harness.hpp"
+#include "support/child.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace rj = rapidjson;
+using namespace awp::runner_test;
+using namespace std::chrono_literals;
+
+const char* real_runtime() {
+    const char* p = std::getenv("AWP_OPENCLAW");
+    return p && *p ? p : nullptr;
+}
+
+std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// What an argv mistake looks like in the CLI's own words (commander.js and openclaw's checks).
+bool argv_error(const std::string& text) {
+    for (const char* s : {"unknown option", "too many arguments", "missing required argument",
+                          "does not recognize option", "unknown command", "Usage: openclaw",
+                          "Invalid option", "expected one of"}) {
+        if (text.find(s) != std::string::npos) return true;
+    }
+    return false;
+}
+
+rj::Document config_of(const fs::path& state) {
+    return awp::core::json::parse_object(slurp(state / "openclaw.json"),
+                                         awp::core::json::kDocument);
+}
+
+const rj::Value* agent_entry(const rj::Document& cfg, const std::string& id) {
+    if (!cfg.HasMember("agents") || !cfg["agents"].HasMember("list")) return nullptr;
+    for (const auto& e : cfg["agents"]["list"].GetArray())
+        if (e.HasMember("id") && e["id"].GetString() == id) return &e;
+    return nullptr;
+}
+
+struct real_stack {
+    awp::test::scoped_database db;
+    pg::connection admin = db.admin();
+    gateway_fixture gw{admin, "Ada"};
+    fs::path root = fs::temp_directory_path() / awp::test::random_name("awp-real-rt-");
+    fs::path state = root / "openclaw";
+    std::string key = "real-runtime-test-service-role-key";
+
+    std::map<std::string, std::string> env() const {
+        return {{"DATABASE_URL", db.daemon_dsn()},
+                {"GATEWAY_ID", gw.slug},
+                {"AGENT_RUNTIME", real_runtime()},
+                {"OPENCLAW_STATE_DIR", state.string()},
+                {"HOME", (root / "home").string()},
+                {"SECRETS_DIR", (root / "secrets").string()},
+                {"AWP_STATE_DIR", (root / "runner").string()},
+                {"AWP_RUNTIME_SCRIPTS", std::string(AWP_SOURCE_DIR) + "/deploy/runtime"},
+                {"RUNTIME_MODE", "service_manager"},
+                {"SERVICE_ROLE_KEY", key},
+                {"COMMAND_TIMEOUT", "120"},
+                {"NETWORKING_MODE", "remote"},
+                {"AUTH_FLOW_TIMEOUT", "20"},
+                {"AUTH_CALLBACK_PORT", std::to_string(21000 + ::getpid() % 20000)},
+                {"LOG_LEVEL", "warn"}};
+    }
+    real_stack() { fs::create_directories(root / "home"); }
+    ~real_stack() {
+        std::error_code ec;
+        fs::remove_all(root, ec);
+    }
+    command_state run(const std::string& action, const std::string& payload,
+                      const std::optional<std::string>& agent = std::nullopt) {
+        return wait_finished(admin, enqueue(admin, gw.id, action, payload, agent), 200s);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("real runtime: every runner action leaves openclaw in the state it promises",
+          "[runtime][e2e]") {
+    if (!real_runtime()) {
+        WARN("AWP_OPENCLAW is not set (scripts/install-runtime.sh): the real-runtime test is skipped");
+        return;
+    }
+    real_stack s;
+    const std::string id = awp::runtime::agent_id(s.gw.agent);
+    const std::string token = "123456789:AAreal-runtime-test-token";
+    s.admin.exec(
+        "INSERT INTO secrets (tenant_id, gateway_id, agent_id, key, encrypted_value) VALUES ($1, "
+        "$2, $3, 'TELEGRAM_BOT_TOKEN', $4)",
+        {kDefaultTenant, s.gw.id, s.gw.agent_id, awp::core::crypto::encrypt_secret(token, s.key)});
+    awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"}, s.env());
+    const auto t0 = std::chrono::steady_clock::now();
+    int passed = 0;
+
+    // provision: the agent, its identity, its telegram account (token from a file) and binding.
+    auto p = s.run("provision",
+                   R"({"name":"Ada Lovelace","emoji":"🧮","model":"anthropic/claude-sonnet-4-5",)"
+                   R"("owner_timezone":"Europe/London"})",
+                   s.gw.agent);
+    INFO(p.error << p.stderr_);
+    REQUIRE(p.status == "done");
+    {
+        auto cfg = config_of(s.state);
+        const auto* a = agent_entry(cfg, id);
+        REQUIRE(a);
+        CHECK(std::string((*a)["workspace"].GetString()) ==
+              (s.state / ("workspace-" + s.gw.agent)).string());
+        CHECK(std::string((*a)["model"].GetString()) == "anthropic/claude-sonnet-4-5");
+        CHECK(fs::exists(s.state / ("workspace-" + s.gw.agent) / "AGENTS.md"));  // seeded
+        const std::string text = slurp(s.state / "openclaw.json");
+        CHECK_THAT(text, Catch::Contains("Ada Lovelace"));                      // identity
+        CHECK_THAT(text, Catch::Contains("\"tokenFile\""));                     // channel
+        CHECK_THAT(text, !Catch::Contains(token));                              // not in config
+        CHECK(cfg.HasMember("bindings"));                                       // routing
+        CHECK_THAT(text, Catch::Contains("\"agentId\": \"" + id + "\""));
+        CHECK_FALSE(fs::exists(s.state / "openclaw.json.lock"));  // never left behind
+        ++passed;
+    }
+
+    // set_agent_model: "none" is the runtime's "off"; the config stays valid.
+    auto m = s.run("set_agent_model",
+                   R"({"agent_slug":")" + s.gw.agent + R"(","model":"openai/gpt-5","thinking":"none"})");
+    INFO(m.error << m.stderr_);
+    CHECK(m.status == "done");
+    {
+        auto cfg = config_of(s.state);
+        const auto* a = agent_entry(cfg, id);
+        REQUIRE(a);
+        CHECK(std::string((*a)["model"].GetString()) == "openai/gpt-5");
+        CHECK(std::string((*a)["thinkingDefault"].GetString()) == "off");
+        ++passed;
+    }
+
+    // auth_set_api_key, then auth_set_default for the agent it names, then auth_remove.
+    auto k = s.run("auth_set_api_key",
+                   R"({"provider":"openai","api_key":"sk-real-runtime-test-0001","profile_name":"work"})");
+    INFO(k.error << k.stderr_);
+    CHECK(k.status == "done");
+    CHECK_THAT(k.payload + k.stdout_ + k.stderr_, !Catch::Contains("sk-real-runtime-test-0001"));
+    const fs::path main_store = s.state / "agents" / "main" / "agent" / "auth-profiles.json";
+    CHECK_THAT(slurp(main_store), Catch::Contains("\"openai:work\""));
+    passed += k.status == "done";
+
+    // The gateway's default: the order of the runtime's default agent, whose profiles every
+    // agent reads through to (a named agent gets its own order: --agent).
+    auto d = s.run("auth_set_default", R"({"provider":"openai","profile_name":"work"})");
+    INFO(d.error << d.stderr_);
+    CHECK(d.status == "done");
+    CHECK_THAT(slurp(s.state / "agents" / "main" / "agent" / "auth-state.json"),
+               Catch::Contains("openai:work"));
+    passed += d.status == "done";
+    auto da = s.run("auth_set_default", R"({"provider":"openai","profile_name":"work"})",
+                    s.gw.agent);
+    CHECK(da.status == "done");
+    CHECK_THAT(da.stdout_, Catch::Contains("Agent: " + id));
+    passed += da.status == "done";
+
+    // JSON outputs stored valid, whatever their size (the full catalogue is trimmed by entries).
+    for (const char* payload : {R"({"provider":"openai"})", "{}"}) {
+        auto l = s.run("list_models", payload);
+        INFO(l.error << l.stderr_);
+        CHECK(l.status == "done");
+        CHECK(awp::core::json::try_parse(l.stdout_, awp::core::json::kDocument));
+        passed += l.status == "done";
+    }
+    for (const char* action : {"auth_list", "auth_refresh"}) {
+        auto a = s.run(action, std::string(action) == "auth_refresh"
+                                   ? R"({"profile_id":"openai:work"})"
+                                   : "{}");
+        INFO(action << ": " << a.error << a.stderr_);
+        CHECK_FALSE(argv_error(a.error + a.stderr_ + a.stdout_));
+        if (a.status == "done") {
+            CHECK(awp::core::json::try_parse(a.stdout_, awp::core::json::kDocument));
+        }
+        ++passed;
+    }
+
+    auto rm = s.run("auth_remove", R"({"profile_id":"openai:work"})");
+    INFO(rm.error);
+    CHECK(rm.status == "done");
+    CHECK_THAT(slurp(main_store), !Catch::Contains("\"openai:work\""));
+    passed += rm.status == "done";
+
+    // update / update_all: workspaces without an upstream have nothing to pull.
+    auto u = s.run("update", "{}", s.gw.agent);
+    CHECK(u.status == "done");
+    CHECK_THAT(u.stdout_, Catch::Contains("nothing to pull"));
+    auto ua = s.run("update_all", "{}");
+    CHECK(ua.status == "done");
+    passed += (u.status == "done") + (ua.status == "done");
+
+    // What needs the network or the runtime's running gateway fails with the runtime's words.
+    const std::vector<std::pair<std::string, std::string>> offline = {
+        {"approve_pairing", R"({"pairing_code":"ABCD1234"})"},
+        {"start_session", "{}"},
+        {"restart_session", R"({"session_id":"s1"})"},
+        {"end_session", "{}"},
+        {"execute_prompt", R"({"prompt":"hello","thinking":"none","timeout_seconds":60})"},
+        {"send_message", R"({"channel":"telegram","target":"12345","message":"hi"})"},
+        {"restart_gateway", "{}"},
+    };
+    for (const auto& [action, payload] : offline) {
+        auto r = s.run(action, payload, s.gw.agent);
+        INFO(action << ": " << r.status << " / " << r.error << " / " << r.stderr_.substr(0, 600));
+        CHECK(r.status != "pending");
+        CHECK_FALSE(argv_error(r.error + r.stderr_ + r.stdout_));
+        if (r.status == "failed") CHECK_FALSE(r.error.empty());
+        CHECK(r.error.find('\x1b') == std::string::npos);  // no terminal codes stored
+        ++passed;
+    }
+
+    // remove: the runtime forgets the agent.
+    auto gone = s.run("remove", "{}", s.gw.agent);
+    INFO(gone.error << gone.stderr_);
+    CHECK(gone.status == "done");
+    CHECK_FALSE(agent_entry(config_of(s.state), id));
+    passed += gone.status == "done";
+
+    const auto secs =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0);
+    WARN("real runtime " << awp::runtime::cli::detect(real_runtime()).runtime_version().text
+                         << ": " << passed << " action runs checked in " << secs.count() << " s");
+    runner.signal(SIGTERM);
+    CHECK(runner.wait(30s) == std::optional<int>(0));
+}
+
+TEST_CASE("real runtime: an unsupported version stops the runner at start with exit 78",
+          "[runtime][e2e]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    const fs::path dir = fs::temp_directory_path() / awp::test::random_name("awp-old-rt-");
+    fs::create_directories(dir);
+    const std::string fake = std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime";
+    awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"},
+                            {{"DATABASE_URL", db.daemon_dsn()},
+                             {"GATEWAY_ID", gw.slug},
+                             {"AGENT_RUNTIME", fake},
+                             {"FAKE_RUNTIME_VERSION", "2025.12.1"},
+                             {"AWP_CHILD_ENV_ALLOW", "FAKE_*"},
+                             {"AWP_STATE_DIR", (dir / "state").string()},
+                             {"LOG_LEVEL", "warn"}});
+    CHECK(runner.wait(30s) == std::optional<int>(78));
+    CHECK_THAT(runner.log(), Catch::Contains("2025.12.1") && Catch::Contains("2026.6.x"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("real runtime: the dispatcher's wake is accepted by the real CLI", "[runtime][e2e]") {
+    if (!real_runtime()) {
+        WARN("AWP_OPENCLAW is not set: skipped");
+        return;
+    }
+    real_stack s;
+    // The agent must exist in the runtime for a wake to reach its model.
+    awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"}, s.env());
+    REQUIRE(s.run("provision", R"({"channel":"none"})", s.gw.agent).status == "done");
+    runner.signal(SIGTERM);
+    runner.wait(30s);
+    auto env = s.env();
+    env["WAKE_TIMEOUT"] = "90";
+    awp::test::child dispatcher({std::string(AWP_BIN_DIR) + "/awp-inbox-dispatcher"}, env);
+    const std::string item =
+        one(s.admin,
+            "SELECT awp_enqueue_inbox_item($1, $2, 'heartbeat', $3, 'Hello', 'a test wake', "
+            "'{\"thinking_override\":\"none\"}')",
+            {kDefaultTenant, s.gw.agent_id, awp::test::random_name("wake-")});
+    std::string status, reason;
+    CHECK(eventually(
+        [&] {
+            auto r = s.admin.exec(
+                "SELECT status::text, coalesce(last_error, '') FROM agent_inbox_items WHERE id = "
+                "$1",
+                {item});
+            status = r.text(0, 0);
+            reason = r.text(0, 1);
+            return status != "pending" && status != "leased";
+        },
+        150s));
+    INFO(status << ": " << reason);
+    // Offline the model turn cannot happen; what stops it must be the runtime, not awp's argv.
+    CHECK_FALSE(argv_error(reason));
+    dispatcher.signal(SIGTERM);
+    CHECK(dispatcher.wait(30s) == std::optional<int>(0));
+}
