@@ -53,7 +53,13 @@ rj::Document config_of(const fs::path& state) {
 }
 
 const rj::Value* agent_entry(const rj::Document& cfg, const std::string& id) {
-    if (!cfg.HasMember("agents") || !cfg["agents"].HasMember("list")) return nullptr;
+    if (!cfg.HasMember("agents")) return nullptr;
+    // 2026.9: agents.entries.<id>; 2026.6: agents.list[] with an id.
+    if (cfg["agents"].HasMember("entries")) {
+        const auto& e = cfg["agents"]["entries"];
+        return e.HasMember(id.c_str()) ? &e[id.c_str()] : nullptr;
+    }
+    if (!cfg["agents"].HasMember("list")) return nullptr;
     for (const auto& e : cfg["agents"]["list"].GetArray())
         if (e.HasMember("id") && e["id"].GetString() == id) return &e;
     return nullptr;
@@ -303,4 +309,59 @@ TEST_CASE("real runtime: the dispatcher's wake is accepted by the real CLI", "[r
     CHECK_FALSE(argv_error(reason));
     dispatcher.signal(SIGTERM);
     CHECK(dispatcher.wait(30s) == std::optional<int>(0));
+}
+
+TEST_CASE("real runtime: every flag the adapter passes exists in the real CLI's --help",
+          "[runtime][e2e]") {
+    if (!real_runtime()) {
+        WARN("AWP_OPENCLAW is not set: skipped");
+        return;
+    }
+    const auto rt = awp::runtime::cli::detect(real_runtime());
+    const std::optional<std::string> some("x"), none;
+    // (the subcommand whose --help is read, a call the adapter makes)
+    const std::vector<std::pair<std::vector<std::string>, awp::runtime::call>> calls = {
+        {{"agents", "add"}, rt.add_agent("a", "/w", some)},
+        {{"agents", "set-identity"}, *rt.set_identity("a", some, some)},
+        {{"channels", "add"}, rt.add_channel("telegram", "a", "/f")},
+        {{"agents", "bind"}, rt.bind("a", "telegram")},
+        {{"agents", "delete"}, rt.delete_agent("a")},
+        {{"agents", "list"}, rt.list_agents()},
+        {{"config", "set"}, rt.set_agent_model("a", 1, some, std::string("low"))[0]},
+        {{"config", "unset"}, rt.set_agent_model("a", 1, std::string(""), none)[0]},
+        {{"gateway", "call"}, rt.session_create("a", some)},
+        {{"gateway", "call"}, rt.session_patch("a", some, std::string("none"))},
+        {{"agent"}, rt.agent_turn("a", "m", some, some, std::string("high"), 30)},
+        {{"message", "send"}, rt.send_message("telegram", "t", "m", some)},
+        {{"pairing", "approve"}, rt.approve_pairing("telegram", "C")},
+        {{"gateway", "restart"}, rt.restart_gateway()},
+        {{"models", "list"}, rt.list_models(some)},
+        {{"models", "list"}, rt.list_models(none)},
+        {{"models", "status"}, rt.auth_status(some)},
+        {{"models", "auth", "paste-api-key"}, rt.paste_api_key("p", "p:x", "k", none)},
+        {{"models", "auth"}, rt.paste_api_key("p", "p:x", "k", some)},
+        {{"models", "auth", "login"}, rt.login("p", "p:x", true, none)},
+        {{"models", "auth", "order", "set"}, rt.auth_order("p", "p:x", some)},
+    };
+    for (const auto& [path, c] : calls) {
+        awp::core::process::spawn_options o;
+        o.argv = {real_runtime()};
+        o.argv.insert(o.argv.end(), path.begin(), path.end());
+        o.argv.emplace_back("--help");
+        o.timeout = 60s;
+        o.env["HOME"] = fs::temp_directory_path().string();
+        const auto r = awp::core::process::run(o);
+        REQUIRE(r.success());
+        for (std::size_t i = 1 + path.size(); i < c.argv.size(); ++i) {
+            const std::string& a = c.argv[i];
+            // `models auth --agent A paste-api-key ...`: the rest is the subcommand's (checked
+            // by the entry of its own).
+            if (a == "paste-api-key" || a == "login") break;
+            if (a.rfind("--", 0) != 0 || a == "--help") continue;
+            INFO(path.back() << ": " << a);
+            CHECK(r.out.find(a + " ") != std::string::npos);
+        }
+        // The subcommand words themselves are the CLI's.
+        for (std::size_t i = 0; i < path.size(); ++i) CHECK(c.argv[1 + i] == path[i]);
+    }
 }
