@@ -7,21 +7,25 @@
 #   install-systemd.sh [--system|--user] [--bindir DIR] [--datadir DIR] [--now] [--no-enable]
 #   install-systemd.sh --render-only DIR [--system|--user] [--bindir DIR] [--datadir DIR]
 #   install-systemd.sh ... --root DIR    (stage into DIR: no useradd, no systemctl; for tests)
+#   install-systemd.sh --update [--system|--user]   (after a pull: units rendered again, settings
+#     kept, daemon-reload, the running daemons restarted without waiting; the runner's
+#     update_gateway in service_manager mode; mode: --user unless root)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mode=system
-bindir='' datadir='' docdir='' root='' render_only='' now=0 enable=1
+bindir='' datadir='' docdir='' root='' render_only='' now=0 enable=1 update=0 mode_given=0
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
 
 die() { echo "install-systemd: $*" >&2; exit 2; }
 say() { echo "install-systemd: $*" >&2; }
-usage() { sed -n '2,10p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
   case $1 in
-    --system) mode=system ;;
-    --user) mode=user ;;
+    --system) mode=system; mode_given=1 ;;
+    --user) mode=user; mode_given=1 ;;
+    --update) update=1 ;;
     --bindir) bindir=${2:?--bindir needs a value}; shift ;;
     --datadir) datadir=${2:?--datadir needs a value}; shift ;;
     --docdir) docdir=${2:?--docdir needs a value}; shift ;;
@@ -34,6 +38,9 @@ while (($#)); do
   esac
   shift
 done
+if ((update)) && ((!mode_given)); then
+  if [[ $(id -u) -eq 0 ]]; then mode=system; else mode=user; fi
+fi
 
 # Templates: deploy/systemd in a checkout, <prefix>/share/awp/systemd once installed.
 templates=$here/systemd
@@ -161,6 +168,14 @@ if ((staged)); then
   exit 0
 fi
 "${systemctl[@]}" daemon-reload
+if ((update)); then
+  # --no-block: the runner that runs this (update_gateway) is restarted after it answers.
+  units=()
+  for d in "${daemons[@]}"; do units+=("$d.service"); done
+  "${systemctl[@]}" --no-block try-restart "${units[@]}"
+  say "updated: units rendered again, settings kept, running daemons restarting"
+  exit 0
+fi
 if ((enable)); then
   "${systemctl[@]}" enable awp.target
 fi

@@ -285,8 +285,7 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
             const std::string repo = cfg.repo_dir.empty() ? "." : cfg.repo_dir;
             out.steps.push_back({{"git", "-C", repo, "pull", "--ff-only"}, std::nullopt});
             // The installer of this layout, in its update mode (deploy/install-systemd.sh).
-            out.steps.push_back(
-                {{repo + "/deploy/install-systemd.sh", "--update"}, std::nullopt});
+            out.steps.push_back({{repo + "/deploy/install-systemd.sh", "--update"}, std::nullopt});
         }
         return out;
     }
@@ -326,9 +325,8 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
             p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
                 .value_or("default");
         const auto base_url = p.text("base_url", 2048, &kUrl, "an http:// or https:// URL");
-        plan out =
-            spawn_plan(cfg, rt.paste_api_key(provider, profile_id(provider, name), key,
-                                             row_agent_id(cmd, p)));
+        plan out = spawn_plan(
+            cfg, rt.paste_api_key(provider, profile_id(provider, name), key, row_agent_id(cmd, p)));
         if (base_url) {
             // The CLI has no flag for it: the provider's base URL is its config entry.
             runtime::call set{{rt.program(), "config", "set",
@@ -351,10 +349,9 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
             p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
                 .value_or("default");
         out.fields["mode"] = p.one_of("mode", {"oauth_paste", "device_code"}, "oauth_paste");
-        auto login =
-            rt.login(out.fields["provider"],
-                     profile_id(out.fields["provider"], out.fields["profile_name"]),
-                     out.fields["mode"] == "device_code", row_agent_id(cmd, p));
+        auto login = rt.login(out.fields["provider"],
+                              profile_id(out.fields["provider"], out.fields["profile_name"]),
+                              out.fields["mode"] == "device_code", row_agent_id(cmd, p));
         out.steps.push_back({std::move(login.argv), std::nullopt});
         return out;
     }
@@ -369,7 +366,8 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
     }
     if (a == "auth_list" || a == "auth_refresh") {
         std::optional<std::string> id;
-        if (a == "auth_refresh") id = p.text("profile_id", 130, &kProfileId, "provider:profile_name");
+        if (a == "auth_refresh")
+            id = p.text("profile_id", 130, &kProfileId, "provider:profile_name");
         plan out = spawn_plan(cfg, rt.auth_status(id));
         out.json_output = true;
         return out;
@@ -388,8 +386,8 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         const std::string name =
             p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
                 .value_or("default");
-        return spawn_plan(cfg, rt.auth_order(provider, profile_id(provider, name),
-                                             row_agent_id(cmd, p)));
+        return spawn_plan(
+            cfg, rt.auth_order(provider, profile_id(provider, name), row_agent_id(cmd, p)));
     }
     if (a == "source_write") {
         plan out;
@@ -423,9 +421,9 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         std::optional<std::string> thinking;
         if (p.has("thinking")) thinking = p.one_of("thinking", kThinking, "");
         const auto t = p.integer("timeout_seconds", 1, cfg.command_timeout_s);
-        plan out = spawn_plan(cfg, rt.agent_turn(id, prompt, session, model, thinking,
-                                                 t ? std::optional<int>(static_cast<int>(*t))
-                                                   : std::nullopt));
+        plan out = spawn_plan(
+            cfg, rt.agent_turn(id, prompt, session, model, thinking,
+                               t ? std::optional<int>(static_cast<int>(*t)) : std::nullopt));
         if (t) out.timeout = std::chrono::seconds(*t);
         return out;
     }

@@ -54,7 +54,7 @@ struct plan {
     std::chrono::seconds timeout{120};
     bool sync_secrets_first = false;  // provision: the agent's env file must exist first
     std::string success_stdout;       // stored when the steps print nothing useful (fixed text)
-    bool json_output = false;  // stdout is JSON: stored as valid JSON (runtime::fit_json)
+    bool json_output = false;         // stdout is JSON: stored as valid JSON (runtime::fit_json)
     std::map<std::string, std::string> fields;  // operands of the in-process kinds
 };
 

@@ -2,10 +2,7 @@
 // runtime's own files are changed through its CLI or under its lock (awp::runtime).
 #include "local_ops.hpp"
 
-
 #include <filesystem>
-
-
 
 #include "secrets.hpp"
 

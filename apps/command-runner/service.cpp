@@ -627,7 +627,8 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
             ok = false;
             exit_code = r.exit_code;
             error = "exited with code " + std::to_string(r.exit_code);
-            const std::string why = runtime::error_line(redact(r.err, secrets), redact(r.out, secrets));
+            const std::string why =
+                runtime::error_line(redact(r.err, secrets), redact(r.out, secrets));
             if (!why.empty()) error += ": " + why;
         } else {
             exit_code = 0;
@@ -668,7 +669,9 @@ std::string read_text(const std::string& path) {
 
 std::string runner_service::prepare_steps(const command_row& cmd, plan& p) {
     const runtime::cli& rt = cfg_.runtime;
-    auto add = [&](runtime::call c) { p.steps.push_back({std::move(c.argv), std::move(c.stdin_data)}); };
+    auto add = [&](runtime::call c) {
+        p.steps.push_back({std::move(c.argv), std::move(c.stdin_data)});
+    };
     const std::string config = cfg_.runtime_home + "/openclaw.json";
     if (p.kind == plan_kind::set_agent_model) {
         const std::string id = p.fields.at("agent_id");
@@ -715,7 +718,8 @@ std::string runner_service::prepare_steps(const command_row& cmd, plan& p) {
         const std::string dir = (cfg_.scripts_dir.empty() ? std::string(".") : cfg_.scripts_dir) +
                                 "/../templates/" + *t;
         if (!std::filesystem::is_directory(dir))
-            return "provision: template \"" + *t + "\" does not exist on this gateway (" + dir + ")";
+            return "provision: template \"" + *t + "\" does not exist on this gateway (" + dir +
+                   ")";
         // The template's files over the runtime's seed files; argv only, no shell.
         p.steps.push_back({{"cp", "-R", "--", dir + "/.", workspace}, std::nullopt});
     }

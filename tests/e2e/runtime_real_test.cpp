@@ -106,7 +106,9 @@ struct real_stack {
 TEST_CASE("real runtime: every runner action leaves openclaw in the state it promises",
           "[runtime][e2e]") {
     if (!real_runtime()) {
-        WARN("AWP_OPENCLAW is not set (scripts/install-runtime.sh): the real-runtime test is skipped");
+        WARN(
+            "AWP_OPENCLAW is not set (scripts/install-runtime.sh): the real-runtime test is "
+            "skipped");
         return;
     }
     real_stack s;
@@ -136,18 +138,18 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
         CHECK(std::string((*a)["model"].GetString()) == "anthropic/claude-sonnet-4-5");
         CHECK(fs::exists(s.state / ("workspace-" + s.gw.agent) / "AGENTS.md"));  // seeded
         const std::string text = slurp(s.state / "openclaw.json");
-        CHECK_THAT(text, Catch::Contains("Ada Lovelace"));                      // identity
-        CHECK_THAT(text, Catch::Contains("\"tokenFile\""));                     // channel
-        CHECK_THAT(text, !Catch::Contains(token));                              // not in config
-        CHECK(cfg.HasMember("bindings"));                                       // routing
+        CHECK_THAT(text, Catch::Contains("Ada Lovelace"));   // identity
+        CHECK_THAT(text, Catch::Contains("\"tokenFile\""));  // channel
+        CHECK_THAT(text, !Catch::Contains(token));           // not in config
+        CHECK(cfg.HasMember("bindings"));                    // routing
         CHECK_THAT(text, Catch::Contains("\"agentId\": \"" + id + "\""));
         CHECK_FALSE(fs::exists(s.state / "openclaw.json.lock"));  // never left behind
         ++passed;
     }
 
     // set_agent_model: "none" is the runtime's "off"; the config stays valid.
-    auto m = s.run("set_agent_model",
-                   R"({"agent_slug":")" + s.gw.agent + R"(","model":"openai/gpt-5","thinking":"none"})");
+    auto m = s.run("set_agent_model", R"({"agent_slug":")" + s.gw.agent +
+                                          R"(","model":"openai/gpt-5","thinking":"none"})");
     INFO(m.error << m.stderr_);
     CHECK(m.status == "done");
     {
@@ -160,8 +162,9 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
     }
 
     // auth_set_api_key, then auth_set_default for the agent it names, then auth_remove.
-    auto k = s.run("auth_set_api_key",
-                   R"({"provider":"openai","api_key":"sk-real-runtime-test-0001","profile_name":"work"})");
+    auto k = s.run(
+        "auth_set_api_key",
+        R"({"provider":"openai","api_key":"sk-real-runtime-test-0001","profile_name":"work"})");
     INFO(k.error << k.stderr_);
     CHECK(k.status == "done");
     CHECK_THAT(k.payload + k.stdout_ + k.stderr_, !Catch::Contains("sk-real-runtime-test-0001"));
@@ -177,8 +180,8 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
     CHECK_THAT(slurp(s.state / "agents" / "main" / "agent" / "auth-state.json"),
                Catch::Contains("openai:work"));
     passed += d.status == "done";
-    auto da = s.run("auth_set_default", R"({"provider":"openai","profile_name":"work"})",
-                    s.gw.agent);
+    auto da =
+        s.run("auth_set_default", R"({"provider":"openai","profile_name":"work"})", s.gw.agent);
     CHECK(da.status == "done");
     CHECK_THAT(da.stdout_, Catch::Contains("Agent: " + id));
     passed += da.status == "done";
@@ -192,9 +195,9 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
         passed += l.status == "done";
     }
     for (const char* action : {"auth_list", "auth_refresh"}) {
-        auto a = s.run(action, std::string(action) == "auth_refresh"
-                                   ? R"({"profile_id":"openai:work"})"
-                                   : "{}");
+        auto a =
+            s.run(action,
+                  std::string(action) == "auth_refresh" ? R"({"profile_id":"openai:work"})" : "{}");
         INFO(action << ": " << a.error << a.stderr_);
         CHECK_FALSE(argv_error(a.error + a.stderr_ + a.stdout_));
         if (a.status == "done") {
@@ -246,8 +249,8 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
 
     const auto secs =
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0);
-    WARN("real runtime " << awp::runtime::cli::detect(real_runtime()).runtime_version().text
-                         << ": " << passed << " action runs checked in " << secs.count() << " s");
+    WARN("real runtime " << awp::runtime::cli::detect(real_runtime()).runtime_version().text << ": "
+                         << passed << " action runs checked in " << secs.count() << " s");
     runner.signal(SIGTERM);
     CHECK(runner.wait(30s) == std::optional<int>(0));
 }

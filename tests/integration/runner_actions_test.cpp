@@ -1,9 +1,9 @@
 // Integration tests of the command runner against a real database and real processes (the fake
 // runtime CLI, fake docker/systemctl on PATH): actions, validation, timeouts, auth flows,
 // scrubbing, secrets, source_write, gateway isolation, two runners, a Postgres restart.
-#include <sys/stat.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
@@ -128,7 +128,8 @@ TEST_CASE(
     std::string record((std::istreambuf_iterator<char>(rec)), std::istreambuf_iterator<char>());
     CHECK_THAT(record, Catch::Contains("\"runtime_agent_id\":\"" + rid + "\""));
 
-    // Without a token for the channel: refused before the runtime is called, saying what is missing.
+    // Without a token for the channel: refused before the runtime is called, saying what is
+    // missing.
     const auto none = enqueue(admin, gw.id, "provision", R"({"channel":"slack"})", gw.agent);
     auto sn = wait_finished(admin, none);
     CHECK(sn.status == "failed");
@@ -701,17 +702,18 @@ TEST_CASE(
     using sv = std::vector<std::string>;
     auto calls = box.calls();
     REQUIRE(calls.size() == 2);
-    CHECK(calls[0] ==
-          sv{"config", "set", "--batch-json",
-             R"([{"path":"agents.list[1].model","value":"openai/gpt-5"},{"path":"agents.list[1].thinkingDefault","value":"high"}])"});
+    CHECK(
+        calls[0] ==
+        sv{"config", "set", "--batch-json",
+           R"([{"path":"agents.list[1].model","value":"openai/gpt-5"},{"path":"agents.list[1].thinkingDefault","value":"high"}])"});
     CHECK(calls[1] == sv{"gateway", "call", "sessions.patch", "--json", "--params",
                          R"({"key":"agent:)" + id + R"(:main","agentId":")" + id +
                              R"(","model":"openai/gpt-5","thinkingLevel":"high"})"});
     CHECK_THAT(m.stdout_, Catch::Contains("reloaded"));
     // "none" is the runtime's "off"; an agent the runtime does not know is named.
-    auto off = wait_finished(admin, enqueue(admin, gw.id, "set_agent_model",
-                                            R"({"agent_slug":")" + gw.agent +
-                                                R"(","thinking":"none"})"));
+    auto off =
+        wait_finished(admin, enqueue(admin, gw.id, "set_agent_model",
+                                     R"({"agent_slug":")" + gw.agent + R"(","thinking":"none"})"));
     CHECK(off.status == "done");
     CHECK_THAT(box.calls()[2][3], Catch::Contains(R"("value":"off")"));
     auto unknown = wait_finished(
@@ -723,8 +725,8 @@ TEST_CASE(
     CHECK(rm.status == "done");
     CHECK_THAT(read(home / "agents" / "x" / "agent" / "auth-profiles.json"),
                !Catch::Contains("openai:work") && Catch::Contains("anthropic:default"));
-    CHECK_FALSE(std::filesystem::exists(home / "agents" / "x" / "agent" /
-                                        "auth-profiles.json.lock"));
+    CHECK_FALSE(
+        std::filesystem::exists(home / "agents" / "x" / "agent" / "auth-profiles.json.lock"));
     auto rm2 = wait_finished(
         admin, enqueue(admin, gw.id, "auth_remove", R"({"profile_id":"openai:work"})"));
     CHECK(rm2.status == "failed");

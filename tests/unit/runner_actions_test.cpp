@@ -191,8 +191,7 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
           sv{"/opt/rt", "models", "list", "--json", "--provider", "openai"});
     CHECK(argv_of(cmd("auth_list")) == sv{"/opt/rt", "models", "status", "--json", "--probe"});
     CHECK(argv_of(cmd("auth_refresh", R"({"profile_id":"openai:work"})")) ==
-          sv{"/opt/rt", "models", "status", "--json", "--probe", "--probe-profile",
-             "openai:work"});
+          sv{"/opt/rt", "models", "status", "--json", "--probe", "--probe-profile", "openai:work"});
     CHECK(argv_of(cmd("auth_set_default", R"({"provider":"anthropic"})")) ==
           sv{"/opt/rt", "models", "auth", "order", "set", "--provider", "anthropic",
              "anthropic:default"});
@@ -204,9 +203,10 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
     CHECK(key.steps[0].argv == sv{"/opt/rt", "models", "auth", "paste-api-key", "--provider",
                                   "openai", "--profile-id", "openai:default"});
     CHECK(key.steps[0].stdin_data == std::optional<std::string>("sk-secret-1\n"));
-    auto url = plan_command(cmd("auth_set_api_key",
-                                R"({"provider":"ollama","api_key":"k-123","base_url":"http://h:1"})"),
-                            config());
+    auto url =
+        plan_command(cmd("auth_set_api_key",
+                         R"({"provider":"ollama","api_key":"k-123","base_url":"http://h:1"})"),
+                     config());
     REQUIRE(url.steps.size() == 2);
     CHECK(url.steps[1].argv ==
           sv{"/opt/rt", "config", "set", "models.providers.ollama.baseUrl", "http://h:1"});
@@ -220,9 +220,9 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
     CHECK(argv_of(cmd("restart_session", "{}", "ana")) ==
           sv{"/opt/rt", "gateway", "call", "sessions.reset", "--json", "--params",
              R"({"key":"agent:ana:main","agentId":"ana","reason":"new"})"});
-    CHECK(argv_of(cmd("execute_prompt", R"({"prompt":"$(id)\nline 2","thinking":"none"})", "ana")) ==
-          sv{"/opt/rt", "agent", "--agent", "ana", "--message", "$(id)\nline 2", "--thinking",
-             "off"});
+    CHECK(argv_of(cmd("execute_prompt", R"({"prompt":"$(id)\nline 2","thinking":"none"})",
+                      "ana")) == sv{"/opt/rt", "agent", "--agent", "ana", "--message",
+                                    "$(id)\nline 2", "--thinking", "off"});
     CHECK(argv_of(cmd("send_message", R"({"channel":"slack","target":"C1","message":"hi"})",
                       "Ana")) == sv{"/opt/rt", "message", "send", "--channel", "slack", "--target",
                                     "C1", "--message", "hi", "--account", "ana"});
@@ -235,8 +235,8 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
                                     "--profile-id", "openai:default", "--device-code"});
     CHECK(plan_command(cmd("auth_start", R"({"provider":"openai"})"), config()).fields.at("mode") ==
           "oauth_paste");
-    auto model = plan_command(
-        cmd("set_agent_model", R"({"agent_slug":"Ana","thinking":"none"})"), config());
+    auto model =
+        plan_command(cmd("set_agent_model", R"({"agent_slug":"Ana","thinking":"none"})"), config());
     CHECK(model.kind == plan_kind::set_agent_model);
     CHECK(model.fields.at("agent_id") == "ana");
     CHECK(model.fields.at("thinking") == "none");  // mapped by the adapter when run

@@ -155,9 +155,10 @@ TEST_CASE("runtime: argv differs per version where the CLIs differ", "[runtime]"
     CHECK_FALSE(six.agent_index(cfg6, "bob"));
     auto calls = six.set_agent_model("ana", 1, std::string("openai/gpt-5"), std::string("none"));
     REQUIRE(calls.size() == 1);
-    CHECK(calls[0].argv ==
-          sv{"/rt", "config", "set", "--batch-json",
-             R"([{"path":"agents.list[1].model","value":"openai/gpt-5"},{"path":"agents.list[1].thinkingDefault","value":"off"}])"});
+    CHECK(
+        calls[0].argv ==
+        sv{"/rt", "config", "set", "--batch-json",
+           R"([{"path":"agents.list[1].model","value":"openai/gpt-5"},{"path":"agents.list[1].thinkingDefault","value":"off"}])"});
     auto nine_calls = nine.set_agent_model("ana", 0, std::string(""), std::nullopt);
     REQUIRE(nine_calls.size() == 1);
     CHECK(nine_calls[0].argv == sv{"/rt", "config", "unset", "agents.entries.ana.model"});

@@ -106,9 +106,10 @@ std::string agent_id(const std::string& slug) {
         id.resize(e == std::string::npos ? 0 : e + 1);
     }
     if (id.empty() || id == "main") {
-        throw core::error("agent slug \"" + slug + "\" maps to the runtime's agent id \"" +
-                          (id.empty() ? std::string("main") : id) +
-                          "\", which the runtime reserves for its default agent; choose another slug");
+        throw core::error(
+            "agent slug \"" + slug + "\" maps to the runtime's agent id \"" +
+            (id.empty() ? std::string("main") : id) +
+            "\", which the runtime reserves for its default agent; choose another slug");
     }
     return id;
 }
@@ -186,8 +187,8 @@ cli::cli(std::string program, const std::string& version_text) : program_(std::m
     const auto v = parse_version(version_text);
     const auto d = v ? dialect_of(*v) : std::nullopt;
     if (!d)
-        throw unsupported_runtime("openclaw " + version_text + " is not supported; supported: " +
-                                  supported_versions());
+        throw unsupported_runtime("openclaw " + version_text +
+                                  " is not supported; supported: " + supported_versions());
     version_ = *v;
     dialect_ = *d;
 }
@@ -230,8 +231,8 @@ cli cli::detect(const std::string& program, std::chrono::milliseconds timeout) {
 call cli::add_agent(const std::string& id, const std::string& workspace,
                     const std::optional<std::string>& model) const {
     call c{base(), std::nullopt};
-    c.argv.insert(c.argv.end(), {"agents", "add", id, "--workspace", workspace,
-                                 "--non-interactive", "--json"});
+    c.argv.insert(c.argv.end(),
+                  {"agents", "add", id, "--workspace", workspace, "--non-interactive", "--json"});
     if (model) c.argv.insert(c.argv.end(), {"--model", *model});
     return c;
 }
@@ -292,8 +293,8 @@ std::vector<call> cli::set_agent_model(const std::string& id, std::optional<std:
         batch += "{\"path\":" + json_string(prefix + key) + ",\"value\":" + json_string(*v) + "}";
     };
     put("model", model);
-    put("thinkingDefault", thinking ? std::optional<std::string>(thinking_level(*thinking))
-                                    : std::nullopt);
+    put("thinkingDefault",
+        thinking ? std::optional<std::string>(thinking_level(*thinking)) : std::nullopt);
     if (batch.size() > 1) {
         call c{base(), std::nullopt};
         c.argv.insert(c.argv.end(), {"config", "set", "--batch-json", batch + "]"});
@@ -341,18 +342,18 @@ call gateway_call(std::vector<std::string> base, const char* method, const std::
 }  // namespace
 
 call cli::session_create(const std::string& id, const std::optional<std::string>& session) const {
-    return gateway_call(base(), "sessions.create",
-                        json_object({{"agentId", id},
-                                     {"key", session ? std::optional<std::string>(
-                                                           session_key(id, session))
-                                                     : std::nullopt}}));
+    return gateway_call(
+        base(), "sessions.create",
+        json_object({{"agentId", id},
+                     {"key", session ? std::optional<std::string>(session_key(id, session))
+                                     : std::nullopt}}));
 }
 
 call cli::session_reset(const std::string& id, const std::optional<std::string>& session) const {
-    return gateway_call(base(), "sessions.reset",
-                        json_object({{"key", session_key(id, session)},
-                                     {"agentId", id},
-                                     {"reason", std::string("new")}}));
+    return gateway_call(
+        base(), "sessions.reset",
+        json_object(
+            {{"key", session_key(id, session)}, {"agentId", id}, {"reason", std::string("new")}}));
 }
 
 call cli::session_delete(const std::string& id, const std::optional<std::string>& session) const {
@@ -593,8 +594,8 @@ void with_runtime_lock(const std::string& path, const std::function<void()>& fn,
     char when[64];
     const std::time_t now = std::time(nullptr);
     std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S.000Z", std::gmtime(&now));
-    const std::string body = "{\n  \"pid\": " + std::to_string(::getpid()) +
-                             ",\n  \"createdAt\": \"" + when + "\"\n}\n";
+    const std::string body =
+        "{\n  \"pid\": " + std::to_string(::getpid()) + ",\n  \"createdAt\": \"" + when + "\"\n}\n";
     [[maybe_unused]] const auto n = ::write(fd, body.data(), body.size());
     ::close(fd);
     struct stat mine {};
@@ -643,15 +644,13 @@ int remove_auth_profile(const std::string& state_dir, const std::string& profile
             d->Accept(w);
             const std::string tmp = f.string() + ".awp-tmp";
             {
-                const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
-                                                       O_CLOEXEC,
-                                      0600);
-                if (fd < 0)
-                    throw core::error("cannot write " + tmp + ": " + std::strerror(errno));
+                const int fd = ::open(tmp.c_str(),
+                                      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (fd < 0) throw core::error("cannot write " + tmp + ": " + std::strerror(errno));
                 const std::string body = std::string(buf.GetString(), buf.GetSize()) + "\n";
-                const bool ok = ::write(fd, body.data(), body.size()) ==
-                                    static_cast<ssize_t>(body.size()) &&
-                                ::fsync(fd) == 0;
+                const bool ok =
+                    ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) &&
+                    ::fsync(fd) == 0;
                 ::close(fd);
                 if (!ok) throw core::error("cannot write " + tmp);
             }

@@ -115,7 +115,8 @@ public:
 
     // ---- sessions (through the runtime's gateway) -----------------------------------------
     /// The session key of an agent's session: "agent:<id>:<session>" ("main" when none).
-    static std::string session_key(const std::string& id, const std::optional<std::string>& session);
+    static std::string session_key(const std::string& id,
+                                   const std::optional<std::string>& session);
     call session_create(const std::string& id, const std::optional<std::string>& session) const;
     call session_reset(const std::string& id, const std::optional<std::string>& session) const;
     call session_delete(const std::string& id, const std::optional<std::string>& session) const;
