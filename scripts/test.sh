@@ -28,6 +28,6 @@ status=0
 for label in "${labels[@]}"; do
   echo "== ctest -L $label"
   ctest --test-dir "$BUILD" -L "^$label\$" --output-on-failure -j"${AWP_TEST_JOBS:-2}" \
-    --timeout "${AWP_TEST_TIMEOUT:-300}" || status=1
+    --timeout "${AWP_TEST_TIMEOUT:-600}" || status=1
 done
 exit $status
