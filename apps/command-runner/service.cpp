@@ -728,27 +728,16 @@ std::string runner_service::prepare_steps(const command_row& cmd, plan& p) {
         add(rt.bind(id, channel));
     }
     // What the runtime has no place for stays in awp's own record of the agent.
-    rj::StringBuffer buf;
-    rj::Writer<rj::StringBuffer> w(buf);
-    w.StartObject();
-    w.Key("slug");
-    w.String(slug.c_str());
-    w.Key("runtime_agent_id");
-    w.String(id.c_str());
-    w.Key("command_id");
-    w.String(cmd.id.c_str());
+    std::vector<std::pair<std::string, std::string>> record = {
+        {"slug", slug}, {"runtime_agent_id", id}, {"command_id", cmd.id}};
     for (const char* k : {"channel", "discord_server_id", "discord_user_id", "source_template",
                           "description", "owner_name", "owner_preferred_name", "owner_timezone"}) {
-        if (const auto v = field(p, k)) {
-            w.Key(k);
-            w.String(v->c_str(), static_cast<rj::SizeType>(v->size()));
-        }
+        if (const auto v = field(p, k)) record.emplace_back(k, *v);
     }
-    w.EndObject();
     try {
         std::filesystem::create_directories(cfg_.state_dir + "/agents");
-        write_file_atomic(cfg_.state_dir + "/agents/" + slug + ".json",
-                          std::string(buf.GetString(), buf.GetSize()) + "\n", 0600);
+        write_file_atomic(cfg_.state_dir + "/agents/" + slug + ".json", json_object(record) + "\n",
+                          0600);
     } catch (const std::exception& e) {
         return std::string("provision: cannot write awp's record of the agent: ") + e.what();
     }
