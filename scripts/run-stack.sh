@@ -10,6 +10,9 @@ STATE=${AWP_STATE_DIR:-$REPO/.awp}
 
 "$REPO/scripts/install-deps.sh"
 "$REPO/scripts/build.sh"
+# The agent runtime the runner and the dispatcher drive (openclaw from npm; they check its
+# version at start). An AGENT_RUNTIME set in .awp/stack.env or the environment wins.
+runtime_wrapper=$("$REPO/scripts/install-runtime.sh")
 AWPCTL=$BUILD/bin/awpctl "$REPO/scripts/pg-cluster.sh" up
 
 set -a
@@ -30,7 +33,9 @@ EMBEDDER_PORT=8088
 EMBEDDER_URL=http://127.0.0.1:8088
 # Everything the daemons write stays under $STATE.
 AWP_CONFIG_DIR=$STATE/config
-AGENTS_DIR=$STATE/agents
+# The agent runtime's state (openclaw.json, agents/, workspace-<slug>/): the runner, the
+# dispatcher, the runtime and the api-gateway (agent files) share it (docs/runtime.md).
+OPENCLAW_STATE_DIR=$STATE/openclaw
 SECRETS_DIR=$STATE/secrets
 AWP_STATE_DIR=$STATE/runner
 LOG_LEVEL=info
@@ -38,12 +43,13 @@ ENV
 fi
 # shellcheck disable=SC1091
 . "$STATE/stack.env"
+AGENT_RUNTIME=${AGENT_RUNTIME:-$runtime_wrapper}
 set +a
 # The daemons connect as their own roles (DATABASE_URL: awp_daemon, AWP_API_DATABASE_URL:
 # awp_api); the superuser DSN and the role passwords are for the cluster script and migrations
 # only, so they are not in any daemon's environment (docs/security.md).
 unset AWP_PG_ADMIN_DSN AWP_PG_DAEMON_PASSWORD AWP_PG_API_PASSWORD
-mkdir -p "$AWP_CONFIG_DIR" "$AGENTS_DIR" "$SECRETS_DIR" "$AWP_STATE_DIR"
+mkdir -p "$AWP_CONFIG_DIR" "${OPENCLAW_STATE_DIR:-$STATE/openclaw}" "$SECRETS_DIR" "$AWP_STATE_DIR"
 
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
 pids=()

@@ -1,5 +1,6 @@
-// A runtime for the dispatcher benchmark that exits at once; when BENCH_STAMP_DIR is set it
-// first writes the wall-clock time it started (ns) to BENCH_STAMP_DIR/<AWP_INBOX_ITEM_ID>.
+// A runtime for the dispatcher and runner benchmarks that exits at once; when BENCH_STAMP_DIR is
+// set it first writes the wall-clock time it started (ns) to BENCH_STAMP_DIR/<AWP_INBOX_ITEM_ID>.
+// `--version` answers like a supported openclaw (the daemons check it at start).
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,7 +9,11 @@
 #include <cstdlib>
 #include <string>
 
-int main() {
+int main(int argc, char** argv) {
+    if (argc > 1 && std::string(argv[1]) == "--version") {
+        std::puts("OpenClaw 2026.6.1 (awp bench stand-in)");
+        return 0;
+    }
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
     const char* dir = std::getenv("BENCH_STAMP_DIR");

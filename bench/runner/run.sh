@@ -35,7 +35,7 @@ export BENCH_GATEWAY=bench BENCH_GATEWAY_ID=$(psql -X -qAt "$ADMIN" -c \
   "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ('00000000-0000-0000-0000-000000000000', 'bench', 'bench', 'ready') RETURNING id" | head -1)
 
 start_runner() {  # a runtime that exits at once: /bin/true
-  GATEWAY_ID=bench AGENT_RUNTIME=/bin/true AWP_INSTANCE=bench-runner LOG_LEVEL=warn SAFETY_POLL=${1:-30} \
+  GATEWAY_ID=bench AGENT_RUNTIME="$BIN/awp-bench-wake-stamp" AWP_INSTANCE=bench-runner LOG_LEVEL=warn SAFETY_POLL=${1:-30} \
     OPENCLAW_STATE_DIR=$OUT/home SECRETS_DIR=$OUT/secrets AWP_STATE_DIR=$OUT/state \
     "$BIN/awp-command-runner" 2>>"$OUT/runner.log" &
   runner_pid=$!

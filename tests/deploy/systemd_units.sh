@@ -58,7 +58,10 @@ for d in awp-embedder awp-scheduler; do
     grep -qE '^(StateDirectory|ReadWritePaths)=' "$units/$mode/$d.service" && bad "$mode/$d has writable paths"
   done
 done
-has "$units/system/awp-api-gateway.service" "StateDirectory=awp/api-gateway awp/agents"
+has "$units/system/awp-api-gateway.service" "StateDirectory=awp/api-gateway awp/.openclaw"
+# The agents' files are the runtime's workspaces: the api-gateway reads the runner's state dir.
+has "$units/system/awp-api-gateway.service" "Environment=OPENCLAW_STATE_DIR=%h/.openclaw"
+has "$units/user/awp-api-gateway.service" "ReadWritePaths=-%h/.openclaw"
 has "$units/system/awp-command-runner.service" "StateDirectory=awp awp/command-runner"
 has "$units/user/awp-command-runner.service" "ReadWritePaths=-%h/.openclaw"
 has "$units/user/awp-inbox-dispatcher.service" "ReadWritePaths=-%h/.openclaw"

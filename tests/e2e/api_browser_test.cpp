@@ -585,14 +585,14 @@ TEST_CASE("files of an agent on another gateway are proxied to that gateway's ap
     const auto tok = user_token(t1);
     auto raw = bearer(tok);
     raw.add("Content-Type", "application/octet-stream");
-    const auto remote_box = second.dir / "agents" / t1 / "remote-bob";
+    const auto remote_box = second.dir / "openclaw" / "workspace-remote-bob";
 
     // POST through the first gateway lands in the second's sandbox, and nowhere else.
     auto put = first.request("POST", "/api/agents/remote-bob/files?path=notes/x.md", raw, "# far");
     CHECK(put.status == 201);
     CHECK(put.body.find("\"path\":\"notes/x.md\"") != std::string::npos);
     CHECK(read_file(remote_box / "notes" / "x.md") == "# far");
-    CHECK(!fs::exists(first.dir / "agents" / t1 / "remote-bob"));
+    CHECK(!fs::exists(first.dir / "openclaw" / "workspace-remote-bob"));
     // GET through the first comes from there, with its type.
     auto got = first.get("/api/agents/remote-bob/files/notes/x.md", bearer(tok));
     CHECK(got.status == 200);
@@ -632,8 +632,8 @@ TEST_CASE("files of an agent on another gateway are proxied to that gateway's ap
     // A local agent stays local.
     CHECK(first.request("POST", "/api/agents/local-al/files?path=a.txt", raw, "here").status ==
           201);
-    CHECK(read_file(first.dir / "agents" / t1 / "local-al" / "a.txt") == "here");
-    CHECK(!fs::exists(second.dir / "agents" / t1 / "local-al"));
+    CHECK(read_file(first.dir / "openclaw" / "workspace-local-al" / "a.txt") == "here");
+    CHECK(!fs::exists(second.dir / "openclaw" / "workspace-local-al"));
 
     // Tenancy: another tenant does not see the agent; no session is 401 before any proxying.
     CHECK(first.get("/api/agents/remote-bob/files/notes/x.md", bearer(user_token(t2))).status ==

@@ -321,7 +321,7 @@ TEST_CASE(
     auto raw = bearer(tok);
     raw.add("Content-Type", "application/octet-stream");
     REQUIRE(gw.request("POST", "/api/agents/bob/files?path=ok.txt", raw, "fine").status == 201);
-    const auto box = gw.dir / "agents" / t / "bob";
+    const auto box = gw.dir / "openclaw" / "workspace-bob";
     REQUIRE(::mkfifo((box / "pipe").c_str(), 0600) == 0);
 
     // The FIFO has no writer: opening it for reading would wait for one forever.
@@ -400,7 +400,7 @@ TEST_CASE("agent files: a file larger than the gateway should hold is streamed i
     auto raw = bearer(tok);
     raw.add("Content-Type", "application/octet-stream");
     REQUIRE(gw.request("POST", "/api/agents/bob/files?path=small.txt", raw, "s").status == 201);
-    const auto box = gw.dir / "agents" / t / "bob";
+    const auto box = gw.dir / "openclaw" / "workspace-bob";
     // 256 MiB, sparse: costs no disk, reads as zeros, and ends with a marker.
     constexpr std::uint64_t kSize = 256ULL * 1024 * 1024;
     {
@@ -515,7 +515,7 @@ TEST_CASE(
     CHECK(gw.request("POST", "/api/agents/bob/files?path=" + std::string(255, 'b'), raw, "x")
               .status == 201);
     // A name on disk that is not UTF-8 is left out of the listing, which stays valid JSON.
-    { std::ofstream(gw.dir / "agents" / t / "bob" / "\xff\xfe.bin") << "x"; }
+    { std::ofstream(gw.dir / "openclaw" / "workspace-bob" / "\xff\xfe.bin") << "x"; }
     auto list = gw.get("/api/agents/bob/files", bearer(tok));
     CHECK(list.status == 200);
     rapidjson::Document d;
@@ -537,7 +537,7 @@ TEST_CASE("agent files: uploads of 256 MiB, raw and multipart, go to disk in bou
     auto raw = bearer(tok);
     raw.add("Content-Type", "application/octet-stream");
     REQUIRE(gw.request("POST", "/api/agents/bob/files?path=small.txt", raw, "s").status == 201);
-    const auto box = gw.dir / "agents" / t / "bob";
+    const auto box = gw.dir / "openclaw" / "workspace-bob";
     const auto before = peak_rss_kib(gw.pid);
     REQUIRE(before > 0);
     constexpr std::uint64_t kSize = 256 * kMiB;
@@ -606,7 +606,7 @@ TEST_CASE("agent files: a multipart delimiter or field cut by the gateway's read
     const auto t = seed(admin);
     gateway_process gw(db.api_dsn(), {}, "awp-api-e2e-", kSpoolHere);
     const auto tok = user_token(t);
-    const auto box = gw.dir / "agents" / t / "bob";
+    const auto box = gw.dir / "openclaw" / "workspace-bob";
     auto mp = bearer(tok);
     mp.add("Content-Type", "multipart/form-data; boundary=edge");
     // The gateway reads the body in 64 KiB pieces: the delimiter after the file's content, and
@@ -655,7 +655,7 @@ TEST_CASE("agent files: an upload over the limit is a 413 and leaves no file", "
     gateway_process gw(db.api_dsn(), {{"API_UPLOAD_LIMIT", std::to_string(kLimit)}}, "awp-api-e2e-",
                        kSpoolHere);
     const auto tok = user_token(t);
-    const auto box = gw.dir / "agents" / t / "bob";
+    const auto box = gw.dir / "openclaw" / "workspace-bob";
     // Raw, declared too long: refused before the body is read.
     streamed_upload raw;
     raw.target = "/api/agents/bob/files?path=raw.bin";

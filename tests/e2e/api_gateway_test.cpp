@@ -302,7 +302,7 @@ TEST_CASE("agent files: upload, read, traversal refused, size limit, tenant isol
     // A secret outside the sandbox and a symlink pointing at it.
     const auto outside = gw.dir / "secret.txt";
     { std::ofstream(outside) << "TOP SECRET"; }
-    const auto sandbox = gw.dir / "agents" / t1 / "bob";
+    const auto sandbox = gw.dir / "openclaw" / "workspace-bob";
     fs::create_symlink(outside, sandbox / "link.txt");
     for (const std::string p : {"../../../secret.txt", "..%2F..%2F..%2Fsecret.txt", "%2e%2e/x",
                                 "link.txt", "notes/%00a.md", "%2Fetc%2Fpasswd", "notes/%zz"}) {
@@ -313,7 +313,7 @@ TEST_CASE("agent files: upload, read, traversal refused, size limit, tenant isol
     }
     CHECK(gw.request("POST", "/api/agents/bob/files?path=../escape.txt", raw, "x").status == 400);
     CHECK(gw.request("POST", "/api/agents/bob/files?path=link.txt/x", raw, "x").status == 400);
-    CHECK(!fs::exists(gw.dir / "agents" / t1 / "escape.txt"));
+    CHECK(!fs::exists(gw.dir / "openclaw" / "escape.txt"));
     {
         std::ifstream in(outside);
         std::string s;

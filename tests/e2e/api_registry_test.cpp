@@ -64,7 +64,7 @@ public:
                   {"API_THREADS", "2"},
                   {"API_DB_POOL", "2"},
                   {"AWP_CONFIG_DIR", config_dir.string()},
-                  {"AGENTS_DIR", (config_dir.parent_path() / "agents").string()},
+                  {"OPENCLAW_STATE_DIR", (config_dir.parent_path() / "openclaw").string()},
                   {"API_TEMPLATES_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/templates"},
                   {"API_CONNECTORS_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/connectors"},
                   {"EMBEDDER_URL", "http://127.0.0.1:9"},

@@ -58,7 +58,7 @@ api_gateway_process::api_gateway_process(
         {"API_THREADS", "2"},
         {"API_DB_POOL", "4"},
         {"AWP_CONFIG_DIR", (dir / "config").string()},
-        {"AGENTS_DIR", (dir / "agents").string()},
+        {"OPENCLAW_STATE_DIR", (dir / "openclaw").string()},
         {"API_TEMPLATES_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/templates"},
         {"API_CONNECTORS_DIR", std::string(AWP_SOURCE_DIR) + "/deploy/connectors"},
         // Nothing listens there: /api/embed answers 502 unless a test sets its own.

@@ -192,7 +192,7 @@ std::map<std::string, std::string> stack::env_of(daemon d) const {
             env["API_DB_POOL"] = "2";
             env["API_ACCESS_LOG"] = "false";
             env["AWP_CONFIG_DIR"] = (dir_ / "api-config").string();
-            env["AGENTS_DIR"] = (dir_ / "api-agents").string();
+            env["OPENCLAW_STATE_DIR"] = (dir_ / "api-openclaw").string();
             env["API_TEMPLATES_DIR"] = std::string(AWP_SOURCE_DIR) + "/deploy/templates";
             env["EMBEDDER_URL"] = "http://127.0.0.1:9";
             break;

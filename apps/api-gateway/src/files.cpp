@@ -1,4 +1,5 @@
-// Agent files: each agent's sandbox directory <AGENTS_DIR>/<tenant>/<slug>. Paths are decoded
+// Agent files: each agent's workspace, the folder its runtime works in:
+// <OPENCLAW_STATE_DIR>/workspace-<slug>. Paths are decoded
 // once, checked segment by segment, and opened with openat2(RESOLVE_BENEATH) relative to the
 // sandbox, so nothing outside it (.., absolute paths, symlinks out, NUL) is read or written.
 // Agents of another gateway are served by that gateway's own api-gateway (proxy_to_gateway).
@@ -31,6 +32,12 @@ namespace awp::api {
 using http::http_error;
 
 namespace {
+
+/// The folder an agent's files are: the one its runtime works in (docs/runtime.md). The slug
+/// follows the schema's rule (no '/', never ".."), so it names one folder of the state dir.
+std::string workspace_of(const std::string& state_dir, const agent_home& home) {
+    return state_dir + "/workspace-" + home.slug;
+}
 
 /// Marks a request one api-gateway forwarded to another (loop guard).
 constexpr std::string_view kProxiedHeader = "X-Awp-Proxied";
@@ -451,7 +458,7 @@ net::awaitable<response> gateway::files_get(request r) {
         auto proxied = co_await proxy_to_gateway(std::move(r), std::move(home));
         co_return proxied;
     }
-    const auto root = cfg_.agents_dir + "/" + home.tenant_id + "/" + home.slug;
+    const auto root = workspace_of(cfg_.agents_dir, home);
     const auto raw = r.param("path");
     // A bad name is a 400 whether or not the sandbox exists yet.
     const std::string rel = raw.empty() ? std::string() : clean_path(raw, true);
@@ -551,7 +558,7 @@ net::awaitable<response> gateway::files_post(request r) {
         throw http_error(413, "body_too_large", "the file exceeds the upload limit");
     }
     const auto rel = clean_path(up.path, false);
-    const auto root = cfg_.agents_dir + "/" + home.tenant_id + "/" + home.slug;
+    const auto root = workspace_of(cfg_.agents_dir, home);
     std::error_code ec;
     std::filesystem::create_directories(root, ec);
     fd_guard dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));

@@ -53,8 +53,10 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->capture_default_str();
     app.add_option("--config-dir", c.config_dir, "Workspace registry directory")
         ->envname("AWP_CONFIG_DIR");
-    app.add_option("--agents-dir", c.agents_dir, "Agent sandboxes: <dir>/<tenant>/<slug>")
-        ->envname("AGENTS_DIR");
+    app.add_option("--runtime-state-dir", c.agents_dir,
+                   "The agent runtime's state folder: agent files are its workspace-<slug>/ "
+                   "(the runner's and the runtime's OPENCLAW_STATE_DIR)")
+        ->envname("OPENCLAW_STATE_DIR");
     app.add_option("--templates-dir", c.templates_dir, "Agent templates (one folder each)")
         ->envname("API_TEMPLATES_DIR")
         ->capture_default_str();
@@ -159,7 +161,7 @@ void validate(gateway_config& c) {
     }
     if (c.agents_dir.empty()) {
         const char* home = std::getenv("HOME");
-        c.agents_dir = std::string(home ? home : ".") + "/.local/share/awp/agents";
+        c.agents_dir = std::string(home ? home : ".") + "/.openclaw";
     }
     if (!c.hosted_secrets_key.empty()) {
         (void)core::crypto::parse_hosted_secrets_key(c.hosted_secrets_key);  // config_error

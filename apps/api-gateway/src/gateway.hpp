@@ -41,7 +41,9 @@ struct gateway_config {
     std::string embedder_url = "http://127.0.0.1:18801";  // EMBEDDER_URL
     double embed_timeout_s = 10;                          // EMBED_TIMEOUT
     std::string config_dir;                               // AWP_CONFIG_DIR: workspace registry
-    std::string agents_dir;  // AGENTS_DIR: agent sandboxes <dir>/<tenant>/<slug>
+    /// OPENCLAW_STATE_DIR: the agent runtime's state; an agent's files are the folder the
+    /// runtime works in, <dir>/workspace-<slug> (docs/runtime.md).
+    std::string agents_dir;
     std::string templates_dir = "deploy/templates";  // API_TEMPLATES_DIR
     std::size_t db_pool_size = 16;                   // API_DB_POOL (per database)
     std::size_t workspace_pools = 8;                 // API_WORKSPACE_POOLS: open at once
