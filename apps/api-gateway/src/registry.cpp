@@ -331,7 +331,8 @@ namespace {
 
 /// A workspace as a client sees it. Operators see a DSN without its password; everyone else
 /// sees the url only when it is a platform (http) URL, never a database's connection details.
-void write_public(json_out& o, const workspace& w, bool operator_view) {
+void write_public(json_out& o, const workspace& w, bool operator_view,
+                  std::optional<bool> active = std::nullopt) {
     o.w.StartObject();
     o.kv("id", w.id);
     o.kv("label", w.label);
@@ -345,6 +346,10 @@ void write_public(json_out& o, const workspace& w, bool operator_view) {
     o.kv("anonKey", w.anon_key);
     o.key("isDefault");
     o.w.Bool(w.is_default);
+    if (active) {
+        o.key("active");
+        o.w.Bool(*active);
+    }
     o.kv("createdAt", w.created_at);
     o.w.EndObject();
 }
@@ -372,35 +377,18 @@ net::awaitable<response> gateway::workspaces_get(request r) {
         err = corrupt(e);
     }
     if (err) throw *err;
+    // The spec: "list of workspaces in the registry", so a JSON array. Each entry says whether
+    // it is the caller's active workspace (an operator's: the registry's active one; a user's:
+    // the session's) and whether it is the default for new sign-ins.
+    const std::string active = p.is_operator ? act : p.workspace_id;
     json_out o;
-    o.w.StartObject();
-    if (p.is_operator) {
-        o.key("activeWorkspaceId");
-        if (act.empty()) {
-            o.w.Null();
-        } else {
-            o.str(act);
-        }
-        o.key("workspaces");
-        o.w.StartArray();
-        for (const auto& w : all) write_public(o, w, true);
-        o.w.EndArray();
-    } else {
+    o.w.StartArray();
+    for (const auto& w : all) {
         // An ordinary user sees the workspace of the session, nothing of the others.
-        o.key("activeWorkspaceId");
-        if (p.workspace_id.empty()) {
-            o.w.Null();
-        } else {
-            o.str(p.workspace_id);
-        }
-        o.key("workspaces");
-        o.w.StartArray();
-        for (const auto& w : all) {
-            if (w.id == p.workspace_id) write_public(o, w, false);
-        }
-        o.w.EndArray();
+        if (!p.is_operator && w.id != p.workspace_id) continue;
+        write_public(o, w, p.is_operator, w.id == active);
     }
-    o.w.EndObject();
+    o.w.EndArray();
     co_return response::json(200, o.str());
 }
 
