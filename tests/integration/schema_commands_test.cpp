@@ -573,3 +573,22 @@ TEST_CASE("a user enqueues and cancels commands of its tenant only, never leases
           }) == "42501");
     CHECK(one(api, "SELECT status FROM cancel_command($1)", {id}) == "cancelled");
 }
+
+TEST_CASE("command_action lists the spec's actions first, in the spec's order, and still checks "
+          "payloads",
+          "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    CHECK(one(admin, "SELECT enum_range(NULL::command_action)::text") ==
+          "{provision,update,remove,start_session,end_session,restart_session,execute_prompt,"
+          "send_message,run_shell,upload_file,auth_set_api_key,auth_start,auth_paste,"
+          "set_agent_model,source_write,approve_pairing,update_all,restart_gateway,"
+          "restart_dispatcher,update_gateway,list_models,auth_list,auth_refresh,auth_remove,"
+          "auth_set_default}");
+    // The payload check moved with the type: a secret-bearing provision payload is refused.
+    new_agent(admin, kDefaultTenant, "alice", default_gateway(admin));
+    CHECK_THROWS(enqueue(admin, "alice", "provision", R"({"telegram_token":"x"})"));
+    CHECK_FALSE(enqueue(admin, "alice", "provision", "{}").empty());
+    // Only the new type is left.
+    CHECK(one(admin, "SELECT count(*) FROM pg_type WHERE typname LIKE 'command_action%'") == "1");
+}
