@@ -507,12 +507,36 @@ TEST_CASE("workspaces: a session is bound to its workspace's database, one pool 
     CHECK(gw.request("GET", "/api/auth/session", session(ta)).status == 401);
     CHECK(gw.log().find("workspace pool closed") != std::string::npos);
 
-    // A platform URL (http) has no pool: database routes say so, others keep working.
+    // A hosted platform URL (https, anon and service-role keys) is served through the
+    // connection string the operator adds as databaseUrl; its url and keys stay what users see.
+    {
+        auto body = add_body("Hosted", "https://abcdefghijklmnop.supabase.co");
+        body.insert(body.size() - 1,
+                    R"(,"databaseUrl":")" + awp::test::api_role_url(beta) + R"(")");
+        auto r =
+            gw.request("POST", "/api/workspaces", session(operator_token(kDefaultTenant)), body);
+        REQUIRE(r.status == 201);
+        const std::string hosted = parse(r.body)["id"].GetString();
+        CHECK(r.body.find(password) == std::string::npos);  // the DSN's password is masked
+        CHECK(tenant_name(user_token(kDefaultTenant, hosted)) == "Beta");
+        auto seen =
+            gw.request("GET", "/api/workspaces", session(user_token(kDefaultTenant, hosted)));
+        CHECK(seen.body.find("https://abcdefghijklmnop.supabase.co") != std::string::npos);
+        CHECK(seen.body.find("databaseUrl") == std::string::npos);  // users never see it
+        // A connection string that is not one, or one given for a DSN workspace: 422.
+        auto bad = add_body("Bad", "https://x.supabase.co");
+        bad.insert(bad.size() - 1, R"(,"databaseUrl":"https://x.supabase.co"})");
+        bad.pop_back();
+        CHECK(gw.request("POST", "/api/workspaces", session(operator_token(kDefaultTenant)), bad)
+                  .status == 422);
+    }
+    // A platform URL registered without its connection string: database routes say what to
+    // add, others keep working.
     const auto platform = add("Platform", "http://127.0.0.1:9");
     const auto tp = user_token(kDefaultTenant, platform);
     auto unsupported = gw.request("GET", "/api/auth/session", session(tp));
     CHECK(unsupported.status == 502);
-    CHECK(error_code(unsupported) == "workspace_unsupported");
+    CHECK(error_code(unsupported) == "workspace_needs_database_url");
     CHECK(gw.request("GET", "/api/agents/templates", session(tp)).status == 200);
 
     // A DSN whose database cannot be reached: 502 database_unreachable, no password anywhere.

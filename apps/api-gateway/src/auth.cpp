@@ -259,7 +259,7 @@ void gateway::pick_database(const request& r, principal& p) const {
     }
     if (db_->retained_generation() != snap->generation) {
         std::map<std::string, std::string> live;
-        for (const auto& w : snap->all) live.emplace(w.id, w.url);
+        for (const auto& w : snap->all) live.emplace(w.id, database_of(w));
         db_->retain(snap->generation, live);
     }
     if (p.who == principal::kind::user) {
@@ -268,7 +268,7 @@ void gateway::pick_database(const request& r, principal& p) const {
         for (const auto& w : snap->all) {
             if (w.id == session_ws) {
                 p.workspace_id = w.id;
-                p.workspace_url = w.url;
+                p.workspace_url = database_of(w);
                 return;
             }
         }
@@ -277,7 +277,7 @@ void gateway::pick_database(const request& r, principal& p) const {
     auto ws = snap->pick(r.cookie(kActiveWorkspaceCookie));
     if (!ws) return;  // no workspace registered: the gateway's own DATABASE_URL
     p.workspace_id = ws->id;
-    p.workspace_url = ws->url;
+    p.workspace_url = database_of(*ws);
 }
 
 std::optional<workspace> gateway::login_workspace(const request& r,
@@ -519,7 +519,7 @@ net::awaitable<response> gateway::login(request r) {
     svc.who = principal::kind::service;
     pick_database(r, svc);
     svc.workspace_id = ws ? ws->id : "";
-    svc.workspace_url = ws ? ws->url : "";
+    svc.workspace_url = ws ? database_of(*ws) : "";
     auto t = co_await db_->begin(svc);
     auto row = co_await t.query(
         "SELECT id::text, tenant_id::text, email, password_hash, disabled, is_operator "

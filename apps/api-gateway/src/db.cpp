@@ -77,9 +77,11 @@ std::shared_ptr<db_pool::impl> db_pool::pool_for(const principal& p) {
     }
     if (p.workspace_id.empty()) return own_;
     if (!is_postgres_url(p.workspace_url)) {
-        throw http_error(502, "workspace_unsupported",
-                         "the active workspace's url is a platform URL, not a Postgres DSN; this "
-                         "gateway serves database routes from postgres:// workspaces only");
+        // A platform-URL workspace registered without its connection string (database_of).
+        throw http_error(502, "workspace_needs_database_url",
+                         "the workspace is a hosted platform URL registered without its "
+                         "database's connection string; an operator adds it as databaseUrl "
+                         "(POST /api/workspaces, docs/api-gateway.md)");
     }
     std::lock_guard lock(mu_);
     auto it = pools_.find(p.workspace_id);

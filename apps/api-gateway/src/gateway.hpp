@@ -189,7 +189,8 @@ public:
 
     /// BEGIN; role authenticated + request.jwt.claims (user) or role service_role, on the
     /// database p names (its workspace's, else the gateway's own). 500 registry_corrupt, 502
-    /// workspace_unsupported (not a Postgres DSN) or 502 database_unreachable otherwise.
+    /// workspace_needs_database_url (a platform URL without its connection string) or 502
+    /// database_unreachable otherwise.
     net::awaitable<tx> begin(principal p);
 
     /// Closes the workspace pools whose workspace is not in `live` (id -> url) or whose url

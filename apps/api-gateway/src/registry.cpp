@@ -141,6 +141,7 @@ std::vector<workspace> parse_list(const rapidjson::Document& d, std::string* act
         x.emoji = member(w, "emoji");
         x.url = member(w, "url");
         x.anon_key = member(w, "anonKey");
+        x.database_url = member(w, "databaseUrl");
         x.created_at = member(w, "createdAt");
         auto dflt = w.FindMember("isDefault");
         x.is_default = dflt != w.MemberEnd() && dflt->value.IsBool() && dflt->value.GetBool();
@@ -170,6 +171,7 @@ std::string serialise(const std::vector<workspace>& ws, const std::string& activ
         o.kv("emoji", w.emoji);
         o.kv("url", w.url);
         o.kv("anonKey", w.anon_key);
+        if (!w.database_url.empty()) o.kv("databaseUrl", w.database_url);  // 0600 file
         o.key("isDefault");
         o.w.Bool(w.is_default);
         o.kv("createdAt", w.created_at);
@@ -344,6 +346,7 @@ void write_public(json_out& o, const workspace& w, bool operator_view,
         o.w.Null();
     }
     o.kv("anonKey", w.anon_key);
+    if (operator_view && !w.database_url.empty()) o.kv("databaseUrl", public_url(w.database_url));
     o.key("isDefault");
     o.w.Bool(w.is_default);
     if (active) {
@@ -413,6 +416,19 @@ net::awaitable<response> gateway::workspaces_post(request r) {
     }
     w.anon_key = req_string(body, "anonKey");
     if (w.anon_key.size() < 20) throw http_error(422, "invalid_field", "anonKey is too short");
+    // A hosted platform URL is served through its database's connection string (the platform
+    // shows it in its database settings), never through a DSN guessed from the URL.
+    if (auto dsn = opt_string(body, "databaseUrl")) {
+        if (is_postgres_url(w.url)) {
+            throw http_error(422, "invalid_field",
+                             "databaseUrl is for a platform URL; this url is a DSN already");
+        }
+        if (!is_postgres_url(*dsn)) {
+            throw http_error(422, "invalid_field",
+                             "databaseUrl must be a postgres:// connection string");
+        }
+        w.database_url = *dsn;
+    }
     auto key = req_string(body, "serviceRoleKey");
     if (key.size() < 20) throw http_error(422, "invalid_field", "serviceRoleKey is too short");
     const bool make_default = opt_bool(body, "makeDefault").value_or(false);
@@ -584,6 +600,14 @@ net::awaitable<response> gateway::workspaces_validate(request r) {
     auto url = req_string(body, "url");
     if (!valid_url(url))
         throw http_error(422, "invalid_field", "url must be an http(s) or postgres URL");
+    // A platform URL with its connection string: the database is what is validated.
+    if (auto dsn = opt_string(body, "databaseUrl"); dsn && !is_postgres_url(url)) {
+        if (!is_postgres_url(*dsn)) {
+            throw http_error(422, "invalid_field",
+                             "databaseUrl must be a postgres:// connection string");
+        }
+        url = *dsn;
+    }
     auto key = opt_string(body, "serviceRoleKey").value_or("");
     if (!is_postgres_url(url) && key.size() < 20) {
         throw http_error(422, "invalid_field", "serviceRoleKey is too short");

@@ -24,6 +24,10 @@ public:
 
 struct workspace {
     std::string id, label, emoji, url, anon_key, created_at;
+    /// For a workspace given as a hosted platform URL (https://<ref>.supabase.co): the
+    /// connection string of its database, added by the operator (`databaseUrl`), which the
+    /// gateway pools for the database routes. Empty for a DSN workspace (url is the DSN).
+    std::string database_url;
     bool is_default = false;
 };
 
@@ -72,5 +76,10 @@ private:
 [[nodiscard]] std::string public_url(const std::string& url);
 /// The url is a Postgres DSN (postgres:// or postgresql://) the gateway can pool.
 [[nodiscard]] bool is_postgres_url(std::string_view url);
+/// The DSN the database routes of a workspace use: its url when that is a DSN, else its
+/// databaseUrl ("" when a platform-URL workspace has none: db.cpp answers what to add).
+[[nodiscard]] inline std::string database_of(const workspace& w) {
+    return is_postgres_url(w.url) ? w.url : w.database_url;
+}
 
 }  // namespace awp::api
