@@ -229,6 +229,7 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
         {"execute_prompt", R"({"prompt":"hello","thinking":"none","timeout_seconds":60})"},
         {"send_message", R"({"channel":"telegram","target":"12345","message":"hi"})"},
         {"restart_gateway", "{}"},
+        {"auth_start", R"({"provider":"openai","mode":"device_code"})"},
     };
     for (const auto& [action, payload] : offline) {
         auto r = s.run(action, payload, s.gw.agent);
@@ -236,6 +237,7 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
         CHECK(r.status != "pending");
         CHECK_FALSE(argv_error(r.error + r.stderr_ + r.stdout_));
         if (r.status == "failed") CHECK_FALSE(r.error.empty());
+        WARN(action << " -> " << r.status << ": " << r.error.substr(0, 240));
         CHECK(r.error.find('\x1b') == std::string::npos);  // no terminal codes stored
         ++passed;
     }

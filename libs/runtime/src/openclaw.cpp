@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -163,6 +165,10 @@ std::string error_line(std::string_view err, std::string_view out, std::size_t m
                     std::string::npos)
                 continue;
             if (line.rfind("Reason: ", 0) == 0) reason = line.substr(8);
+            // Frames and rules of the CLI's boxes (│ ─ ╯ …) say nothing.
+            if (std::none_of(line.begin(), line.end(),
+                             [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }))
+                continue;
             best = line;
         }
         return reason.empty() ? best : reason;
