@@ -267,7 +267,10 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         if (cfg.mode == runtime_mode::container) {
             return spawn_plan(cfg, compose(cfg, {"restart", "agent-runtime"}));
         }
-        return spawn_plan(cfg, rt.restart_gateway());
+        plan out = spawn_plan(cfg, rt.restart_gateway());
+        out.json_output = true;
+        out.fields["check"] = "gateway_restart";  // runtime::restart_failure
+        return out;
     }
     if (a == "restart_dispatcher") {
         if (cfg.mode == runtime_mode::container) {

@@ -512,6 +512,21 @@ net::awaitable<void> runner_service::handle(command_row cmd) {
         co_await fail(db_, cmd, std::nullopt, invalid, "", "", scrub_patch(cmd, false));
         co_return;
     }
+    if (cmd.action == "run_shell") {
+        // The database decided at insert (sql/0022); checked again here, so a row written
+        // around the trigger (a superuser, a restored dump) still runs only as the policy says.
+        auto gate = co_await db_.query(
+            "SELECT g.run_shell_policy, c.requested_by_operator FROM public.agent_commands c "
+            "JOIN public.gateways g ON g.id = c.gateway_id WHERE c.id = $1::uuid",
+            cmd.id);
+        if (gate.empty() || (gate.get<std::string>(0, 0) != "members" && !gate.get<bool>(0, 1))) {
+            co_await fail(db_, cmd, std::nullopt,
+                          "run_shell: this gateway runs shell commands of operators only "
+                          "(gateways.run_shell_policy = operators); nothing was executed",
+                          "", "", "");
+            co_return;
+        }
+    }
     switch (p.kind) {
         case plan_kind::spawn:
         case plan_kind::provision:
@@ -560,6 +575,21 @@ proc::spawn_options runner_service::child_options(std::vector<std::string> argv)
     o.kill_grace = 2s;
     return o;
 }
+
+namespace {
+
+std::optional<std::string> field(const plan& p, const char* name) {
+    const auto it = p.fields.find(name);
+    if (it == p.fields.end()) return std::nullopt;
+    return it->second;
+}
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
 
 net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
     const int lease = static_cast<int>(p.timeout.count()) *
@@ -637,6 +667,12 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
     if (ok && !p.success_stdout.empty() && out.find_first_not_of(" \r\n\t") == std::string::npos)
         out = p.success_stdout;
     if (ok && p.kind == plan_kind::set_agent_model) out += co_await reload_session(p);
+    if (ok && field(p, "check") == std::optional<std::string>("gateway_restart")) {
+        if (auto why = runtime::restart_failure(out)) {
+            ok = false;
+            error = "restart_gateway: " + *why;
+        }
+    }
     std::string kept_out;
     if (p.json_output) {
         // Valid JSON whatever its size: entries are trimmed, never bytes (docs/runtime.md).
@@ -651,21 +687,6 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
                       scrub_patch(cmd, false));
     }
 }
-
-namespace {
-
-std::optional<std::string> field(const plan& p, const char* name) {
-    const auto it = p.fields.find(name);
-    if (it == p.fields.end()) return std::nullopt;
-    return it->second;
-}
-
-std::string read_text(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-}  // namespace
 
 std::string runner_service::prepare_steps(const command_row& cmd, plan& p) {
     const runtime::cli& rt = cfg_.runtime;

@@ -862,3 +862,28 @@ TEST_CASE(
     }
     CHECK(server.requests().empty());
 }
+
+TEST_CASE(
+    "runner: a run_shell row not written by an operator is not run on an operators-only "
+    "gateway",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    running_runner r(base_config(db, box, gw.slug));
+    const std::string marker = (box.root / "ran").string();
+    const std::string shell = R"({"argv":["/usr/bin/touch",")" + marker + R"("]})";
+    // Written around the database's gate (a restored dump, a superuser with the trigger off).
+    admin.exec("ALTER TABLE agent_commands DISABLE TRIGGER agent_commands_zz_run_shell_gate");
+    const auto sneaked = enqueue(admin, gw.id, "run_shell", shell, gw.agent);
+    admin.exec("ALTER TABLE agent_commands ENABLE TRIGGER agent_commands_zz_run_shell_gate");
+    auto s = wait_finished(admin, sneaked);
+    CHECK(s.status == "failed");
+    CHECK_THAT(s.error, Catch::Contains("operators only"));
+    CHECK_FALSE(std::filesystem::exists(marker));
+    // An operator's (the admin session is one) runs.
+    auto ok = wait_finished(admin, enqueue(admin, gw.id, "run_shell", shell, gw.agent));
+    CHECK(ok.status == "done");
+    CHECK(std::filesystem::exists(marker));
+}

@@ -574,9 +574,10 @@ TEST_CASE("a user enqueues and cancels commands of its tenant only, never leases
     CHECK(one(api, "SELECT status FROM cancel_command($1)", {id}) == "cancelled");
 }
 
-TEST_CASE("command_action lists the spec's actions first, in the spec's order, and still checks "
-          "payloads",
-          "[schema][commands]") {
+TEST_CASE(
+    "command_action lists the spec's actions first, in the spec's order, and still checks "
+    "payloads",
+    "[schema][commands]") {
     scoped_database db;
     auto admin = db.admin();
     CHECK(one(admin, "SELECT enum_range(NULL::command_action)::text") ==
@@ -591,4 +592,55 @@ TEST_CASE("command_action lists the spec's actions first, in the spec's order, a
     CHECK_FALSE(enqueue(admin, "alice", "provision", "{}").empty());
     // Only the new type is left.
     CHECK(one(admin, "SELECT count(*) FROM pg_type WHERE typname LIKE 'command_action%'") == "1");
+}
+
+TEST_CASE("run_shell: only operators by default, members when an operator opens the gateway",
+          "[schema][commands]") {
+    scoped_database db;
+    auto admin = db.admin();
+    const std::string gw = default_gateway(admin);
+    new_agent(admin, kDefaultTenant, "alice", gw);
+    auto c = db.api();
+    const std::string tenant = kDefaultTenant;
+    auto as_member = [&] { awp::test::as_user(c, tenant, "7d1c0a52-0000-4000-8000-00000000000b"); };
+    auto as_operator = [&] {
+        c.exec("SELECT set_config('request.jwt.claims', $1, false)",
+               {R"({"role":"authenticated","sub":"7d1c0a52-0000-4000-8000-00000000000c",)"
+                R"("app_metadata":{"tenant_id":")" +
+                tenant + R"(","awp_role":"operator"}})"});
+    };
+    const std::string shell = R"({"argv":["/usr/bin/id"]})";
+    CHECK(one(admin, "SELECT run_shell_policy FROM gateways WHERE id = $1", {gw}) == "operators");
+
+    // A member: refused with AW010, and no row is written.
+    as_member();
+    CHECK(sqlstate_of([&] { enqueue(c, "alice", "run_shell", shell); }) == "AW010");
+    CHECK(message_of([&] { enqueue(c, "alice", "run_shell", shell); }).find("needs an operator") !=
+          std::string::npos);
+    CHECK(count(admin, "SELECT count(*) FROM agent_commands WHERE action = 'run_shell'") == 0);
+    // Other actions are a member's as before, marked as not written by an operator; the
+    // inserter cannot claim otherwise (the column is not in the insert grants).
+    CHECK_FALSE(enqueue(c, "alice", "update").empty());
+    CHECK(one(admin, "SELECT bool_or(requested_by_operator)::text FROM agent_commands") == "false");
+    CHECK(sqlstate_of([&] {
+              c.exec(
+                  "INSERT INTO agent_commands (agent_slug, action, requested_by_operator) "
+                  "VALUES ('alice', 'run_shell', true)");
+          }) == "42501");
+    // A member cannot open the gateway to members.
+    CHECK(sqlstate_of([&] {
+              c.exec("UPDATE gateways SET run_shell_policy = 'members' WHERE id = $1", {gw});
+          }) == "AW010");
+
+    // An operator writes run_shell, and may open the gateway; then a member may too.
+    as_operator();
+    const auto op_cmd = enqueue(c, "alice", "run_shell", shell);
+    CHECK(one(admin, "SELECT requested_by_operator::text FROM agent_commands WHERE id = $1",
+              {op_cmd}) == "true");
+    c.exec("UPDATE gateways SET run_shell_policy = 'members' WHERE id = $1", {gw});
+    as_member();
+    CHECK_FALSE(enqueue(c, "alice", "run_shell", shell).empty());
+    // Closing it again is anyone's right (it only takes a power away).
+    c.exec("UPDATE gateways SET run_shell_policy = 'operators' WHERE id = $1", {gw});
+    CHECK(sqlstate_of([&] { enqueue(c, "alice", "run_shell", shell); }) == "AW010");
 }

@@ -61,9 +61,23 @@ TEST_CASE("runtime: terminal codes are removed from what is stored", "[runtime]"
                      "[openclaw] Debug: set OPENCLAW_DEBUG=1\n[openclaw] Try: openclaw doctor\n",
                      "") == "No pending pairing request found");
     CHECK(error_line("", "line 1\nUnknown provider x\n\n") == "Unknown provider x");
-    CHECK(error_line("", "fetch failed | getaddrinfo ENOTFOUND auth.openai.com\n\xe2\x94\x82\n"
-                         "\x1b[90m\xe2\x94\x9c\xe2\x94\x80\xe2\x94\x80\xe2\x95\xaf\x1b[39m\n") ==
+    CHECK(error_line("",
+                     "fetch failed | getaddrinfo ENOTFOUND auth.openai.com\n\xe2\x94\x82\n"
+                     "\x1b[90m\xe2\x94\x9c\xe2\x94\x80\xe2\x94\x80\xe2\x95\xaf\x1b[39m\n") ==
           "fetch failed | getaddrinfo ENOTFOUND auth.openai.com");
+}
+
+TEST_CASE("runtime: a gateway restart with nothing to restart is not a success", "[runtime]") {
+    CHECK(restart_failure(R"({"action":"restart","ok":true,"result":"not-loaded",)"
+                          R"("message":"Gateway service disabled."})")
+              ->find("Gateway service disabled.") == 0);
+    CHECK(restart_failure(R"({"ok":false,"message":"boom"})") ==
+          std::optional<std::string>("boom"));
+    CHECK_FALSE(restart_failure(R"({"action":"restart","ok":true,"result":"restarted"})"));
+    CHECK_FALSE(restart_failure("not json"));
+    CHECK(error_line("GatewayCredentialsRequiredError: gateway agent requires credentials\n"
+                     "Fix: configure gateway.auth token/password\nConfig: /x/openclaw.json\n",
+                     "") == "GatewayCredentialsRequiredError: gateway agent requires credentials");
 }
 
 TEST_CASE("runtime: JSON outputs stay valid JSON, trimmed by entries", "[runtime]") {

@@ -152,7 +152,7 @@ std::string strip_terminal(std::string_view in) {
 std::string error_line(std::string_view err, std::string_view out, std::size_t max) {
     auto last = [](const std::string& text) -> std::string {
         std::istringstream in(text);
-        std::string line, best, reason;
+        std::string line, best, reason, error;
         while (std::getline(in, line)) {
             const auto b = line.find_first_not_of(" \t");
             if (b == std::string::npos) continue;
@@ -160,7 +160,8 @@ std::string error_line(std::string_view err, std::string_view out, std::size_t m
             if (line.rfind("[openclaw] ", 0) == 0) line = line.substr(11);
             // The CLI's own hints after an error are not the error.
             if (line.rfind("Debug: ", 0) == 0 || line.rfind("Try: ", 0) == 0 ||
-                line.rfind("Help: ", 0) == 0 ||
+                line.rfind("Help: ", 0) == 0 || line.rfind("Fix: ", 0) == 0 ||
+                line.rfind("Config: ", 0) == 0 || line.rfind("Docs: ", 0) == 0 ||
                 line.find("Installed Gateway service state and config paths could not be") !=
                     std::string::npos)
                 continue;
@@ -170,8 +171,19 @@ std::string error_line(std::string_view err, std::string_view out, std::size_t m
                              [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }))
                 continue;
             best = line;
+            // The line that names the failure, where the CLI prints one ("…Error: …",
+            // "… failed …"), beats the advice printed after it.
+            std::string lower = line;
+            for (char& c : lower)
+                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            if (lower.find("error") != std::string::npos ||
+                lower.find("failed") != std::string::npos ||
+                lower.find("cannot") != std::string::npos ||
+                lower.find("not found") != std::string::npos)
+                error = line;
         }
-        return reason.empty() ? best : reason;
+        if (!reason.empty()) return reason;
+        return error.empty() ? best : error;
     };
     std::string line = last(strip_terminal(err));
     if (line.empty()) line = last(strip_terminal(out));
@@ -412,6 +424,25 @@ call cli::approve_pairing(const std::string& channel, const std::string& code) c
     call c{base(), std::nullopt};
     c.argv.insert(c.argv.end(), {"pairing", "approve", channel, code});
     return c;
+}
+
+std::optional<std::string> restart_failure(std::string_view output) {
+    auto doc = fit_json(output, std::size_t{1} << 20);
+    if (!doc) return std::nullopt;
+    auto d = core::json::try_parse(*doc, core::json::kDocument);
+    if (!d || !d->IsObject()) return std::nullopt;
+    const auto ok = d->FindMember("ok");
+    const auto result = d->FindMember("result");
+    const auto message = d->FindMember("message");
+    const bool not_ok = ok != d->MemberEnd() && ok->value.IsBool() && !ok->value.GetBool();
+    const bool not_loaded = result != d->MemberEnd() && result->value.IsString() &&
+                            std::string(result->value.GetString()) == "not-loaded";
+    if (!not_ok && !not_loaded) return std::nullopt;
+    std::string why = message != d->MemberEnd() && message->value.IsString()
+                          ? message->value.GetString()
+                          : "the runtime did not restart its gateway";
+    if (not_loaded) why += " (no runtime gateway service is installed or loaded on this host)";
+    return why;
 }
 
 call cli::restart_gateway() const {

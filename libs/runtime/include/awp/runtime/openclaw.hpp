@@ -165,6 +165,10 @@ private:
 /// result is always valid JSON; text that is not JSON is returned as nullopt.
 std::optional<std::string> fit_json(std::string_view output, std::size_t limit);
 
+/// `gateway restart --json` answers ok even when there was nothing to restart ("result":
+/// "not-loaded": no service installed). The reason to fail restart_gateway, or nullopt.
+std::optional<std::string> restart_failure(std::string_view output);
+
 /// The runtime's lock discipline for a file it also writes (openclaw.json, auth-profiles.json):
 /// `<path>.lock` created with O_CREAT|O_EXCL holding {"pid", "createdAt"}, removed afterwards.
 /// Waits up to `wait` for a lock held by a live process; a lock whose process is gone, or older
