@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <thread>
 
+#include "awp/core/process.hpp"
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
@@ -93,4 +95,43 @@ TEST_CASE("systemd hears READY=1 once serving and STOPPING=1 on SIGTERM", "[daem
     CHECK(d.wait(5s) == 0);
     ::close(s);
     ::unlink(path.c_str());
+}
+
+TEST_CASE("a process of the daemon's own user cannot read the daemon's environment or memory",
+          "[daemon][e2e]") {
+    if (::geteuid() != 0) {
+        WARN("needs root to start processes as another user (CI runs as root): skipped");
+        return;
+    }
+    // The daemon and an attacker both as uid 65534: same user, no privilege.
+    const std::vector<std::string> as_nobody = {"/usr/bin/setpriv", "--reuid=65534",
+                                                "--regid=65534", "--clear-groups", "--"};
+    const std::string secret = "daemon-secret-5f0c9e1d";
+    auto with = [&](std::vector<std::string> argv) {
+        argv.insert(argv.begin(), as_nobody.begin(), as_nobody.end());
+        return argv;
+    };
+    child d(with({kDaemon, "--work", "0"}), {{"SERVICE_ROLE_KEY", secret}});
+    REQUIRE(d.wait_for_log("ready", 10s));
+    // A plain process of that user, for contrast: its environment is readable (the test can
+    // tell a refusal from a read).
+    child plain(with({"/bin/sleep", "30"}), {{"SERVICE_ROLE_KEY", secret}});
+    std::this_thread::sleep_for(200ms);
+    auto read_as_nobody = [&](const std::string& path) {
+        awp::core::process::spawn_options o;
+        o.argv = with({"/bin/cat", path});
+        o.timeout = 10s;
+        return awp::core::process::run(o);
+    };
+    const auto control = read_as_nobody("/proc/" + std::to_string(plain.pid()) + "/environ");
+    CHECK(control.success());
+    CHECK(control.out.find(secret) != std::string::npos);
+    for (const char* file : {"environ", "mem", "cmdline", "maps"}) {
+        INFO(file);
+        const auto r = read_as_nobody("/proc/" + std::to_string(d.pid()) + "/" + file);
+        CHECK(r.out.find(secret) == std::string::npos);
+        if (std::string(file) == "environ" || std::string(file) == "mem") CHECK_FALSE(r.success());
+    }
+    d.signal(SIGTERM);
+    CHECK(d.wait(10s) == std::optional<int>(0));
 }

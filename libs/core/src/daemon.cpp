@@ -1,15 +1,16 @@
 // Daemon life cycle: CLI11 configuration, sd_notify, signal-driven drain.
 #include "awp/core/daemon.hpp"
 
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#include <csignal>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -146,6 +147,11 @@ void notify_status(const std::string& status) { sd_notify_message("STATUS=" + st
 
 int run(net::io_context& ioc, service& svc, std::chrono::milliseconds drain_timeout, int threads) {
     std::signal(SIGPIPE, SIG_IGN);
+    // What a daemon starts (a shell command, an agent, the runtime CLI) may run as the daemon's
+    // own user; it must still not read the daemon's memory, environment or credentials. Not
+    // dumpable: /proc/<pid>/environ, mem and fd belong to root and ptrace is refused, even to
+    // the same user (a child's execve makes it dumpable again). docs/security.md.
+    ::prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     std::atomic<int> exit_code{0};
     std::atomic<bool> stopping{false};
     net::signal_set signals(ioc, SIGTERM, SIGINT);
