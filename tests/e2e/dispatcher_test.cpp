@@ -538,3 +538,64 @@ TEST_CASE("bad dispatcher configuration exits 78", "[dispatcher][e2e]") {
         CHECK(d.log().find("not found") != std::string::npos);
     }
 }
+
+TEST_CASE(
+    "hostile inbox items (payloads, titles, overrides, agent slugs) never stop the dispatcher",
+    "[dispatcher][e2e][security]") {
+    world w;
+    fake_runtime rt;
+    // Agents whose slugs the runtime cannot take as ids ("MAIN" is its own default agent).
+    const auto ada = w.agent("ada");
+    const auto main_like = w.agent("MAIN");
+    std::string deep = "{\"k\":";
+    for (int i = 0; i < 60; ++i) deep += "[";
+    for (int i = 0; i < 60; ++i) deep += "]";
+    deep += "}";
+    const std::vector<std::string> payloads{
+        deep,
+        R"({"model_override":123,"thinking_override":["high"]})",
+        R"j({"model_override":"$(id)","thinking_override":"ultra"})j",
+        R"({"thinking_override":"none","api_key":"sk-should-not-reach-the-agent-0000"})",
+        "{\"k\":\"" + std::string(200000, 'x') + "\"}",
+        R"({"k":"\u001b[31m\r\nline","n":1e308,"a":[null,true,{}]})",
+    };
+    auto d = w.dispatcher(rt);
+    std::vector<std::string> items;
+    int n = 0;
+    for (const auto& p : payloads) {
+        for (const auto& agent : {ada, main_like}) {
+            items.push_back(one(w.admin,
+                                "SELECT awp_enqueue_inbox_item($1, $2, 'heartbeat', $3, $4, $5, "
+                                "$6::jsonb)",
+                                {kTenant, agent, "hostile-" + std::to_string(n++),
+                                 std::string("title \x01\x7f ") + std::string(3000, 'T'),
+                                 std::string(50000, 'S'), p}));
+        }
+    }
+    for (const auto& item : items) {
+        std::string st, err;
+        REQUIRE(eventually(
+            [&] {
+                auto r = w.admin.exec(
+                    "SELECT status::text, coalesce(last_error, '') FROM agent_inbox_items WHERE id "
+                    "= $1",
+                    {item});
+                st = r.text(0, 0);
+                err = r.text(0, 1);
+                return st == "done" || st == "dead_letter" || (st == "failed" && !err.empty());
+            },
+            30s));
+        INFO(item << ": " << st << " / " << err);
+        CHECK(err.size() <= 2100);
+        CHECK(err.find("sk-should-not-reach") == std::string::npos);
+    }
+    // The runtime's reserved id is never woken as that agent: failed with the reason.
+    CHECK(one(w.admin,
+              "SELECT count(*) FROM agent_inbox_items WHERE agent_id = $1 AND last_error LIKE "
+              "'%reserves for its default agent%'",
+              {main_like}) != "0");
+    CHECK(d->running());
+    // Still serving: a plain item wakes its agent.
+    const auto plain = w.item(ada, "after-the-flood");
+    CHECK(eventually([&] { return w.status(plain) == "done"; }, 20s));
+}
