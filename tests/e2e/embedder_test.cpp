@@ -448,3 +448,53 @@ TEST_CASE("the embedder survives a Postgres restart", "[embedder]") {
     d.proc->signal(SIGTERM);
     CHECK(d.proc->wait(10s) == 0);
 }
+
+TEST_CASE("hostile knowledge items and /embed bodies never stop the embedder", "[embedder]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    auto d = start_embedder(db.daemon_dsn());
+    REQUIRE(d.proc->wait_for_log("\"msg\":\"ready\"", 10s));
+    std::string big;
+    for (int i = 0; i < 200000; ++i) big += "word" + std::to_string(i % 97) + " ";  // ~1.3 MB
+    std::string combining = "a";
+    for (int i = 0; i < 100000; ++i) combining += "\xcc\x81";  // one letter, 100k accents
+    const std::vector<std::string> texts{
+        big,
+        combining,
+        std::string(300000, '['),
+        "\x01\x02\x1b[31m\x7f control \t\r\n",
+        "\xf0\x9f\x98\x80\xe2\x80\x8b\xef\xbb\xbf emoji, zero-width, BOM",
+        std::string(50000, ' '),
+        "\\u0000 \\ud800 not escapes in plain text",
+    };
+    std::vector<std::string> ids;
+    for (const auto& t : texts) ids.push_back(insert_item(admin, "hostile", t));
+    for (const auto& id : ids) {
+        INFO(id);
+        CHECK(wait_until(
+            [&] {
+                const auto st =
+                    one(admin, "SELECT embedding_status FROM knowledge_items WHERE id = $1", {id});
+                return st == "indexed" || st == "failed";
+            },
+            60s));
+    }
+    // The HTTP face: bodies that are not what /embed takes get a 4xx with a JSON error.
+    std::string deep(100000, '[');
+    for (const std::string& body : std::vector<std::string>{
+             deep, "{\"input\":", "\xff\xfe", R"({"input":"\ud800"})", R"({"input":[1,{},null]})",
+             R"({"input":123})", "null", "[]", R"({"input":"a","input":"b"})"}) {
+        INFO(body.substr(0, 30));
+        auto r = post_embed(d, body);
+        CHECK(r.status < 500);
+        if (r.status >= 400) CHECK(r.body.find("\"error\"") != std::string::npos);
+    }
+    CHECK(d.proc->running());
+    // Still serving: a plain item is indexed, /healthz answers.
+    const auto plain = insert_item(admin, "Plain", "An ordinary note about routers.");
+    CHECK(wait_until([&] { return indexed(admin, plain); }, 20s));
+    http::client_request h;
+    h.method = "GET";
+    h.url = d.url("/healthz");
+    CHECK(http::fetch_sync(h).status == 200);
+}
