@@ -87,3 +87,27 @@ TEST_CASE("child env: apply replaces the environment", "[core]") {
     CHECK(o.env_unset.empty());
     CHECK(o.env.at("A") == "1");
 }
+
+TEST_CASE("child env: a proxy's password is not inherited unless the operator names the variable",
+          "[core]") {
+    CHECK(ce::without_url_password("http://user:s3cret@proxy:3128") == "http://user@proxy:3128");
+    CHECK(ce::without_url_password("https://u:p@h/x?y=z@w") == "https://u@h/x?y=z@w");
+    CHECK(ce::without_url_password("http://proxy:3128") == "http://proxy:3128");
+    CHECK(ce::without_url_password("http://user@proxy:3128") == "http://user@proxy:3128");
+    CHECK(ce::without_url_password("localhost,127.0.0.1") == "localhost,127.0.0.1");
+    std::vector<std::string> parent = {"HTTPS_PROXY=http://awp:s3cret@proxy.internal:3128",
+                                       "http_proxy=http://awp:s3cret@proxy.internal:3128",
+                                       "NO_PROXY=localhost"};
+    ::unsetenv(ce::kAllowVariable);
+    auto env = environ_of(parent);
+    auto out = ce::build({}, env.data());
+    CHECK(out.at("HTTPS_PROXY") == "http://awp@proxy.internal:3128");
+    CHECK(out.at("http_proxy") == "http://awp@proxy.internal:3128");
+    CHECK(out.at("NO_PROXY") == "localhost");
+    // Named on purpose: the runtime needs an authenticated proxy to reach its providers.
+    ::setenv(ce::kAllowVariable, "HTTPS_PROXY", 1);
+    out = ce::build({}, env.data());
+    CHECK(out.at("HTTPS_PROXY") == "http://awp:s3cret@proxy.internal:3128");
+    CHECK(out.at("http_proxy") == "http://awp@proxy.internal:3128");
+    ::unsetenv(ce::kAllowVariable);
+}

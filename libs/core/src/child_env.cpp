@@ -70,6 +70,22 @@ bool in_list(std::string_view list, std::string_view name) {
 
 }  // namespace
 
+std::string without_url_password(std::string_view value) {
+    // scheme://user:password@host... → scheme://user@host...; anything else unchanged.
+    const auto scheme = value.find("://");
+    if (scheme == std::string_view::npos) return std::string(value);
+    const auto start = scheme + 3;
+    const auto end = value.find_first_of("/?#", start);
+    const auto authority = value.substr(start, end == std::string_view::npos ? end : end - start);
+    const auto at = authority.rfind('@');
+    if (at == std::string_view::npos) return std::string(value);
+    const auto colon = authority.find(':');
+    if (colon == std::string_view::npos || colon > at) return std::string(value);
+    std::string out(value.substr(0, start + colon));
+    out += value.substr(start + at);
+    return out;
+}
+
 bool looks_secret(std::string_view name) noexcept {
     const auto u = upper(name);
     if (u.rfind("PG", 0) == 0) return true;
@@ -96,7 +112,12 @@ env_map build(const env_map& set, char** parent) {
         const auto eq = kv.find('=');
         if (eq == std::string_view::npos) continue;
         const auto name = kv.substr(0, eq);
-        if (inherited(name, extra)) out.emplace(std::string(name), std::string(kv.substr(eq + 1)));
+        if (!inherited(name, extra)) continue;
+        // A password in a URL (a proxy's, say) is a credential of the daemon: kept only for a
+        // variable the operator named in AWP_CHILD_ENV_ALLOW on purpose.
+        const auto value = kv.substr(eq + 1);
+        out.emplace(std::string(name),
+                    in_list(extra, name) ? std::string(value) : without_url_password(value));
     }
     for (const auto& [k, v] : set) out.insert_or_assign(k, v);
     return out;

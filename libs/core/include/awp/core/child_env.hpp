@@ -29,8 +29,13 @@ inline constexpr const char* kAllowVariable = "AWP_CHILD_ENV_ALLOW";
 /// the parsed AWP_CHILD_ENV_ALLOW) and not looks_secret().
 [[nodiscard]] bool inherited(std::string_view name, std::string_view extra_allow = {}) noexcept;
 
+/// `scheme://user:password@host/...` without the password (`scheme://user@host/...`); any other
+/// value unchanged.
+[[nodiscard]] std::string without_url_password(std::string_view value);
+
 /// The environment of a child: the inherited variables of `parent` (an environ-style array;
-/// nullptr = this process's environ), then `set` on top (set wins; set may name anything).
+/// nullptr = this process's environ), a URL's password removed unless the variable is named in
+/// AWP_CHILD_ENV_ALLOW, then `set` on top (set wins; set may name anything).
 [[nodiscard]] env_map build(const env_map& set, char** parent = nullptr);
 
 /// Makes `o` use the policy: o.env becomes build(o.env) and replace_env is set.
