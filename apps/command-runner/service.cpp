@@ -780,9 +780,7 @@ net::awaitable<std::string> runner_service::reload_session(const plan& p) {
     }
 }
 
-net::awaitable<std::string> runner_service::remove_profile(const command_row& cmd,
-                                                           const std::string& id) {
-    (void)cmd;
+net::awaitable<std::string> runner_service::remove_profile(const std::string& id) {
     const runtime::cli& rt = cfg_.runtime;
     if (rt.kind() == runtime::dialect::v2026_6) {
         const int n = runtime::remove_auth_profile(cfg_.runtime_home, id);
@@ -821,7 +819,7 @@ net::awaitable<void> runner_service::run_local(command_row cmd, plan p) {
     std::string out, error;
     try {
         if (p.kind == plan_kind::auth_remove) {
-            out = co_await remove_profile(cmd, p.fields.at("profile_id"));
+            out = co_await remove_profile(p.fields.at("profile_id"));
         } else if (p.kind == plan_kind::upload_file) {
             out = upload_file(p.fields.at("dir"), p.fields.at("path"), p.fields.at("content"),
                               p.fields.at("mode"));

@@ -64,7 +64,7 @@ private:
     net::awaitable<std::string> reload_session(const plan& p);
     /// auth_remove: the profile out of every agent's auth store (the runtime's CLI where it has
     /// one, else the files under the runtime's own lock). Returns the summary; throws.
-    net::awaitable<std::string> remove_profile(const command_row& cmd, const std::string& id);
+    net::awaitable<std::string> remove_profile(const std::string& id);
     net::awaitable<void> run_local(command_row cmd, plan p);
     net::awaitable<void> run_source_write(command_row cmd, plan p);
     net::awaitable<void> start_auth(command_row cmd, plan p);

@@ -14,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -655,12 +654,10 @@ void with_runtime_lock(const std::string& path, const std::function<void()>& fn,
 
 int remove_auth_profile(const std::string& state_dir, const std::string& profile_id) {
     std::error_code ec;
-    std::set<fs::path> seen;
     int removed = 0;
     for (const auto& entry : fs::directory_iterator(fs::path(state_dir) / "agents", ec)) {
         const fs::path f = entry.path() / "agent" / "auth-profiles.json";
         if (!fs::is_regular_file(fs::symlink_status(f, ec))) continue;  // no symlinks followed
-        if (!seen.insert(f).second) continue;
         with_runtime_lock(f.string(), [&] {
             std::ifstream in(f);
             std::string text((std::istreambuf_iterator<char>(in)),
