@@ -150,6 +150,27 @@ if [[ ! -f $confdir/awp.env ]]; then
 else
   say "kept the existing $confdir/awp.env"
 fi
+# The gateway's own database login, read by the runner, the dispatcher and the embedder after
+# awp.env: its DATABASE_URL reaches this gateway's rows only (sql/0023, docs/security.md "Gateway
+# credentials"). With AWP_ADMIN_DATABASE_URL (an administrator's DSN, never stored) and awpctl,
+# the installer makes it; otherwise the file says how.
+if [[ ! -f $confdir/gateway.env ]]; then
+  gw=${GATEWAY_ID:-default}
+  {
+    echo "# The database login of gateway $gw: awpctl gateway credential $gw --database-url <admin DSN>"
+    echo "# (run it again to rotate). Without a line below these daemons use awp.env's DATABASE_URL."
+  } >"$confdir/gateway.env.tmp"
+  chmod 0600 "$confdir/gateway.env.tmp"
+  if [[ -n ${AWP_ADMIN_DATABASE_URL:-} && -z $root ]]; then
+    url=$("$bindir/awpctl" gateway credential "$gw" --database-url "$AWP_ADMIN_DATABASE_URL") \
+      || die "awpctl gateway credential $gw failed (is the database migrated?)"
+    echo "DATABASE_URL=$url" >>"$confdir/gateway.env.tmp"
+    say "made the database login of gateway $gw in $confdir/gateway.env (0600)"
+  elif [[ -n ${AWP_ADMIN_DATABASE_URL:-} ]]; then
+    say "staged: would make the database login of gateway $gw (awpctl gateway credential)"
+  fi
+  mv "$confdir/gateway.env.tmp" "$confdir/gateway.env"
+fi
 for d in "${daemons[@]}"; do
   f=$confdir/${d#awp-}.env
   if [[ ! -f $f ]]; then

@@ -145,23 +145,40 @@ migrate() {
   "$AWPCTL" migrate --database-url "$ADMIN_DSN"
 }
 
+# The seeded gateway's own login (sql/0023): what the runner, the dispatcher and the embedder of
+# this host connect with. It reaches that gateway's rows only (docs/security.md).
+gateway_credential() {
+  local gw_pw url
+  gw_pw=$(password_for AWP_PG_GATEWAY_PASSWORD)
+  url=$("$AWPCTL" gateway credential default --password-stdin --database-url "$ADMIN_DSN" \
+          2>/dev/null <<<"$gw_pw")
+  umask 077
+  sed -i '/^AWP_PG_GATEWAY_PASSWORD=/d; /^AWP_GATEWAY_DATABASE_URL=/d' "$ENV_FILE"
+  cat >>"$ENV_FILE" <<ENV
+AWP_PG_GATEWAY_PASSWORD='$gw_pw'
+AWP_GATEWAY_DATABASE_URL='$url'
+ENV
+}
+
 case ${1:-} in
   create) create ;;
   start) start ;;
   stop) stop ;;
   destroy) destroy ;;
-  up) start; provision; migrate; log "DATABASE_URL and friends are in $ENV_FILE" ;;
+  up) start; provision; migrate; gateway_credential; log "DATABASE_URL and friends are in $ENV_FILE" ;;
   status) if is_running; then echo "running on 127.0.0.1:$PORT ($DATA)"; else echo "stopped ($DATA)"; exit 3; fi ;;
   env) [[ -f $ENV_FILE ]] || die "no $ENV_FILE: run '$0 up' first"; cat "$ENV_FILE" ;;
   psql) shift; exec psql -X "host=$RUN port=$PORT user=postgres dbname=$DBNAME" "$@" ;;
   *) cat >&2 <<USAGE
 usage: $0 up|start|stop|destroy|status|env|psql
-  up       create and start the cluster, create the database and login roles, apply migrations
+  up       create and start the cluster, create the database and login roles, apply migrations,
+           create the default gateway's own login (AWP_GATEWAY_DATABASE_URL)
   start    start (creating the cluster when missing)
   stop     fast shutdown
   destroy  stop and delete every file of the cluster
   status   exit 0 when running, 3 when stopped
-  env      print the connection settings (DATABASE_URL, AWP_API_DATABASE_URL, AWP_PG_ADMIN_DSN)
+  env      print the connection settings (DATABASE_URL, AWP_API_DATABASE_URL,
+           AWP_GATEWAY_DATABASE_URL, AWP_PG_ADMIN_DSN)
   psql     open psql as the superuser on the project's database
 environment: AWP_PG_PORT (default 54329), AWP_STATE_DIR (default .awp), AWP_PG_DATABASE (awp)
 USAGE

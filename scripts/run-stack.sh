@@ -45,10 +45,12 @@ fi
 . "$STATE/stack.env"
 AGENT_RUNTIME=${AGENT_RUNTIME:-$runtime_wrapper}
 set +a
-# The daemons connect as their own roles (DATABASE_URL: awp_daemon, AWP_API_DATABASE_URL:
-# awp_api); the superuser DSN and the role passwords are for the cluster script and migrations
-# only, so they are not in any daemon's environment (docs/security.md).
-unset AWP_PG_ADMIN_DSN AWP_PG_DAEMON_PASSWORD AWP_PG_API_PASSWORD
+# The daemons connect as their own roles: the runner, the dispatcher and the embedder as the
+# default gateway's own login (AWP_GATEWAY_DATABASE_URL: that gateway's rows only), the scheduler
+# as awp_daemon (DATABASE_URL: it sweeps every gateway), the api-gateway as awp_api. The superuser
+# DSN and the role passwords are for the cluster script and migrations only, so they are not in
+# any daemon's environment (docs/security.md, "Gateway credentials").
+unset AWP_PG_ADMIN_DSN AWP_PG_DAEMON_PASSWORD AWP_PG_API_PASSWORD AWP_PG_GATEWAY_PASSWORD
 mkdir -p "$AWP_CONFIG_DIR" "${OPENCLAW_STATE_DIR:-$STATE/openclaw}" "$SECRETS_DIR" "$AWP_STATE_DIR"
 
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
@@ -70,7 +72,14 @@ trap stop_all INT TERM
 # one SIGTERM (a clean drain). Were they in the terminal's process group they would get the
 # SIGINT as well, and the SIGTERM after it would count as a second signal: exit at once.
 for d in "${daemons[@]}"; do
-  setsid "$BUILD/bin/$d" &
+  case $d in
+    # A gateway host's daemons: their gateway's login, and no platform secret they do not use.
+    awp-command-runner | awp-inbox-dispatcher | awp-embedder)
+      setsid env -u JWT_SECRET -u AWP_API_DATABASE_URL -u AWP_GATEWAY_DATABASE_URL \
+        DATABASE_URL="$AWP_GATEWAY_DATABASE_URL" "$BUILD/bin/$d" &
+      ;;
+    *) setsid env -u AWP_GATEWAY_DATABASE_URL "$BUILD/bin/$d" & ;;
+  esac
   pids+=($!)
 done
 echo "run-stack: ${#daemons[@]} daemons running (logs: JSON lines on stderr); Ctrl-C stops them" >&2

@@ -1,12 +1,17 @@
 // awpctl gateway token: issue a single-use, expiring registration token for a new gateway host
 // (its runner exchanges it once through consume_gateway_token). The token is printed once.
+// awpctl gateway credential: create (or rotate) the gateway's own Postgres login role, the one
+// credential its host needs (sql/0023, docs/security.md "Gateway credentials").
+#include <cctype>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
+#include <string>
 
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include "awp/core/crypto.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/pg.hpp"
 #include "awp/core/uuid.hpp"
@@ -19,6 +24,97 @@ constexpr const char* kIssueSql = R"SQL(
 SELECT t.token, t.token_id::text, t.tenant_id::text, t.expires_at::text
   FROM public.issue_gateway_token($1::uuid, $2, $3::integer, $4) t
 )SQL";
+
+constexpr const char* kRoleSql = R"SQL(
+SELECT r.role_name, r.gateway_id::text, r.tenant_id::text, r.slug,
+       'postgresql://' || r.role_name || ':' || $2 || '@127.0.0.1:' ||
+         pg_catalog.current_setting('port') || '/' || pg_catalog.current_database()
+  FROM public.awp_gateway_role($1, $2, $3) r
+)SQL";
+
+// --create: a new gateway (status provisioning until its first heartbeat) when the slug is free.
+constexpr const char* kCreateSql = R"SQL(
+INSERT INTO public.gateways (tenant_id, slug, label)
+SELECT coalesce($2::uuid, '00000000-0000-0000-0000-000000000000'::uuid), $1, $1
+ WHERE NOT EXISTS (SELECT 1 FROM public.gateways g WHERE g.slug = $1 OR g.id::text = lower($1))
+)SQL";
+
+struct credential_options {
+    std::string gateway;
+    std::string role;
+    std::string tenant_id;
+    bool password_stdin = false;
+    bool create = false;
+};
+
+// Unreserved URL characters only, so the password goes into a DSN as it is.
+bool url_safe(const std::string& s) {
+    for (const unsigned char c : s) {
+        if (!std::isalnum(c) && c != '-' && c != '.' && c != '_' && c != '~') return false;
+    }
+    return true;
+}
+
+std::string new_password() {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (const unsigned char b : core::crypto::random_bytes(24)) {
+        out += kHex[b >> 4];
+        out += kHex[b & 15];
+    }
+    return out;
+}
+
+int issue_credential(const context& ctx, const credential_options& o) {
+    std::string password;
+    if (o.password_stdin) {
+        std::getline(std::cin, password);
+        if (password.size() < 24 || password.size() > 128 || !url_safe(password)) {
+            throw core::config_error(
+                "--password-stdin: the password must be 24 to 128 characters of A-Z a-z 0-9 - . _ "
+                "~");
+        }
+    } else {
+        password = new_password();
+    }
+    auto conn = core::pg::connection::connect(ctx.database_url);
+    if (o.create) {
+        if (!o.tenant_id.empty() && !core::is_valid_uuid(o.tenant_id)) {
+            throw core::config_error("--tenant-id must be a UUID");
+        }
+        std::optional<std::string> tenant;
+        if (!o.tenant_id.empty()) tenant = o.tenant_id;
+        if (conn.exec(kCreateSql, {o.gateway, tenant}).affected() == 1) {
+            std::cerr << "created gateway " << o.gateway << "\n";
+        }
+    }
+    std::optional<std::string> role;
+    if (!o.role.empty()) role = o.role;
+    const auto r = conn.exec(kRoleSql, {o.gateway, password, role});
+    if (ctx.json) {
+        rapidjson::StringBuffer buf;
+        rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+        w.StartObject();
+        for (const auto& [key, col] :
+             {std::pair{"role", 0}, std::pair{"gateway_id", 1}, std::pair{"tenant_id", 2},
+              std::pair{"slug", 3}, std::pair{"database_url", 4}}) {
+            w.Key(key);
+            const auto v = r.get<std::string>(0, col);
+            w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+        }
+        w.EndObject();
+        std::cout << buf.GetString() << "\n";
+    } else {
+        // The DSN alone on stdout: DATABASE_URL=$(awpctl gateway credential edge) works.
+        std::cout << r.get<std::string>(0, 4) << "\n";
+        std::cerr << "login role " << r.get<std::string>(0, 0) << " of gateway "
+                  << r.get<std::string>(0, 3) << " (" << r.get<std::string>(0, 1)
+                  << "): it reaches this gateway's rows only; the password is not shown again "
+                     "(rotate: run this again). Set the host in the URL to the database's "
+                     "address as the gateway host sees it.\n";
+    }
+    return 0;
+}
 
 struct token_options {
     std::string tenant_id;
@@ -33,6 +129,7 @@ std::string created_by() {
 
 command add_gateway(CLI::App& root, context& ctx) {
     static token_options o;
+    static credential_options co;
     auto* app = root.add_subcommand("gateway", "Gateway lifecycle");
     app->require_subcommand(1);
     auto* token = app->add_subcommand(
@@ -44,7 +141,24 @@ command add_gateway(CLI::App& root, context& ctx) {
     token->add_option("--ttl", o.ttl_s, "Seconds until the token expires (60 to 2592000)")
         ->check(CLI::Range(60, 30 * 86400))
         ->capture_default_str();
-    return {app, [&ctx, token] {
+    auto* credential = app->add_subcommand(
+        "credential",
+        "Create the gateway's own database login (or give it a new password) and print its "
+        "DATABASE_URL: with it a host reaches only this gateway's rows. Needs an administrator's "
+        "--database-url (CREATEROLE)");
+    credential->add_option("gateway", co.gateway, "The gateway's id or slug")->required();
+    credential->add_flag("--create", co.create,
+                         "Create the gateway (that slug, status provisioning) when it does not "
+                         "exist: a new host needs only the printed URL");
+    credential->add_option("--tenant-id", co.tenant_id,
+                           "With --create: the new gateway's tenant (default tenant)");
+    credential->add_option("--role", co.role,
+                           "The login role's name, awp_gw_<a-z0-9_> (default awp_gw_<gateway id>)");
+    credential->add_flag("--password-stdin", co.password_stdin,
+                         "Read the password from stdin (24 to 128 URL-safe characters) instead "
+                         "of generating one");
+    return {app, [&ctx, token, credential] {
+                if (credential->parsed()) return issue_credential(ctx, co);
                 if (!token->parsed()) return 2;
                 if (!o.tenant_id.empty() && !core::is_valid_uuid(o.tenant_id)) {
                     throw core::config_error("--tenant-id must be a UUID");

@@ -38,7 +38,19 @@ if failures:
     print("\n".join("FAIL: " + f for f in failures)); sys.exit(1)
 
 if not services["postgres"]["image"].startswith("pgvector/pgvector:pg15"): bad("postgres is not pgvector/pgvector:pg15")
-if services["migrate"]["command"] != ["awpctl", "migrate"]: bad("migrate does not run awpctl migrate")
+migrate_cmd = " ".join(services["migrate"]["command"])
+if "awpctl migrate &&" not in migrate_cmd or "awpctl gateway credential" not in migrate_cmd:
+    bad("migrate does not run awpctl migrate, then make the gateway's login")
+# A gateway host's daemons use the gateway's own login; the platform's use theirs.
+for name in daemons:
+    url = str((services[name].get("environment") or {}).get("DATABASE_URL", ""))
+    gateway_daemon = name in ("awp-command-runner", "awp-inbox-dispatcher", "awp-embedder")
+    if gateway_daemon and not url.startswith("postgresql://awp_gw_default:"):
+        bad(f"{name}: DATABASE_URL is not the gateway's own login awp_gw_default")
+    if not gateway_daemon and "awp_gw_" in url:
+        bad(f"{name}: uses the gateway's login")
+    if gateway_daemon and "JWT_SECRET" in (services[name].get("environment") or {}):
+        bad(f"{name}: holds JWT_SECRET, a secret of the api-gateway")
 
 def seconds(text):
     m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", str(text))
@@ -65,7 +77,7 @@ for name in daemons:
 def run(argv, env, timeout=30):
     full = {"PATH": bindir + ":/usr/bin:/bin", "HOME": work, "PGCONNECT_TIMEOUT": "3"}
     full.update(env)
-    exe = os.path.join(bindir, argv[0])
+    exe = "/bin/sh" if argv[0] == "sh" else os.path.join(bindir, argv[0])
     if not os.access(exe, os.X_OK):
         return 127, f"{exe} is not built"
     p = subprocess.run([exe] + argv[1:], env=full, capture_output=True,
@@ -94,7 +106,7 @@ for name in daemons:
 # migrate: the image's one-shot command, against a database that is not there: an error (1),
 # not a usage error (78).
 m = services["migrate"]
-rc, out = run(m["command"], {k: str(v) for k, v in m["environment"].items()})
+rc, out = run([c.replace("$$", "$") for c in m["command"]], {k: str(v) for k, v in m["environment"].items()})
 if rc != 1: bad(f"migrate exited {rc} (want 1: no database here): {out.strip()[:300]}")
 
 if failures:

@@ -33,6 +33,15 @@ first=$(grep '^JWT_SECRET=' "$env")
 bash "$script" --system --root "$root/sys" --bindir "$build/bin" 2>>"$root/log"
 [[ $(grep '^JWT_SECRET=' "$env") == "$first" ]] || bad "system: a second run replaced the secrets"
 grep -qx 'User=awp' "$root/sys/etc/systemd/system/awp-scheduler.service" || bad "system: units do not run as awp"
+# The gateway's own login: a 0600 file read by the gateway daemons only, after awp.env.
+[[ $(mode_of "$root/sys/etc/awp/gateway.env") == 600 ]] || bad "system: gateway.env not 600"
+for u in command-runner inbox-dispatcher embedder; do
+  grep -A1 -x 'EnvironmentFile=-%E/awp/gateway.env' "$root/sys/etc/systemd/system/awp-$u.service" \
+    | grep -qx "EnvironmentFile=-%E/awp/$u.env" || bad "system: awp-$u does not read gateway.env before $u.env"
+done
+for u in api-gateway scheduler; do
+  grep -q '/awp/gateway.env' "$root/sys/etc/systemd/system/awp-$u.service" && bad "system: awp-$u reads the gateway's login"
+done
 
 # User mode: ~/.config/awp and ~/.config/systemd/user under the scratch home.
 home=$root/home/op

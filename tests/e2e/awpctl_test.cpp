@@ -97,3 +97,46 @@ TEST_CASE("awpctl migrate is idempotent and status refuses an empty database", "
     CHECK(awpctl({"--database-url", empty_dsn, "status"}).first == 1);
     c.exec("DROP DATABASE " + db.name() + "_empty");
 }
+
+TEST_CASE(
+    "awpctl gateway credential creates a new gateway and its own login, whose URL reaches only "
+    "that gateway, and a second run rotates the password",
+    "[awpctl][gateway]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    admin.exec(
+        "INSERT INTO gateways (slug, label, tenant_id) VALUES ('other-gw', 'O', "
+        "'00000000-0000-0000-0000-000000000000')");
+    const auto issue = [&] {
+        auto [rc, out] = awpctl({"--json", "--database-url", db.admin_dsn(), "gateway",
+                                 "credential", "edge-box", "--create"});
+        REQUIRE(rc == 0);
+        rapidjson::Document d;
+        const auto last = out.substr(out.rfind('{'));
+        d.Parse(last.c_str());
+        REQUIRE_FALSE(d.HasParseError());
+        CHECK(std::string(d["slug"].GetString()) == "edge-box");
+        return std::string(d["database_url"].GetString());
+    };
+    const auto first = issue();
+    CHECK(first.rfind("postgresql://awp_gw_", 0) == 0);
+    {
+        auto gw = awp::core::pg::connection::connect(first);
+        auto r = gw.exec("SELECT slug FROM gateways");
+        REQUIRE(r.size() == 1);  // its own, not other-gw nor default
+        CHECK(r.get<std::string>(0, 0) == "edge-box");
+        CHECK(
+            gw.exec(
+                  "SELECT gateway_status::text FROM daemon_heartbeat('edge-box', 'command-runner')")
+                .get<std::string>(0, 0) == "ready");
+    }
+    const auto second = issue();  // the gateway exists: only a new password
+    CHECK(second != first);
+    CHECK_THROWS(awp::core::pg::connection::connect(first));
+    auto gw = awp::core::pg::connection::connect(second);
+    CHECK(gw.exec("SELECT 1 FROM gateways").size() == 1);
+    CHECK(admin.exec("SELECT 1 FROM gateways WHERE slug = 'edge-box'").size() == 1);
+    // Not for anyone but an administrator.
+    CHECK(awpctl({"--database-url", db.daemon_dsn(), "gateway", "credential", "edge-box"}).first ==
+          1);
+}

@@ -74,7 +74,7 @@ TEST_CASE("every producer trigger and event routine reaches the agent end to end
     fs::create_directories(dir);
     child dispatcher(
         {std::string(AWP_BIN_DIR) + "/awp-inbox-dispatcher"},
-        {{"DATABASE_URL", db.daemon_dsn()},
+        {{"DATABASE_URL", db.gateway_dsn("gw-p")},
          {"GATEWAY_ID", "gw-p"},
          {"AGENT_RUNTIME", std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-agent-wake"},
          {"FAKE_WAKE_ARGV_DIR", dir.string()},

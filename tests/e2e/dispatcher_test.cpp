@@ -168,7 +168,7 @@ struct world {
     std::unique_ptr<child> dispatcher(const fake_runtime& rt,
                                       std::map<std::string, std::string> extra = {}) {
         auto env = rt.env();
-        env["DATABASE_URL"] = db.daemon_dsn();
+        env["DATABASE_URL"] = db.gateway_dsn(gateway_slug);
         env["GATEWAY_ID"] = gateway_slug;
         env["SAFETY_POLL"] = "0.5";
         env["HEARTBEAT_INTERVAL"] = "0.5";
@@ -195,7 +195,7 @@ TEST_CASE("a woken agent holds none of the dispatcher's secrets", "[dispatcher][
     REQUIRE(eventually([&] { return w.status(item) == "done"; }, 10s));
     int scanned = 0;
     const auto leaks = awp::test::leaked_secrets(rt.dir / "argv", {".environ", ".status"}, secrets,
-                                                 w.db.daemon_dsn(), &scanned);
+                                                 w.db.gateway_dsn(w.gateway_slug), &scanned);
     CHECK(scanned >= 2);
     INFO((leaks.empty() ? std::string() : leaks.front()));
     CHECK(leaks.empty());

@@ -118,7 +118,8 @@ TEST_CASE("items inserted through SQL are indexed and found by the four searches
     auto admin = db.admin();
     const std::string folder =
         one(admin, "INSERT INTO knowledge_folders (name) VALUES ('Ops') RETURNING id");
-    auto d = start_embedder(db.daemon_dsn());
+    // As a gateway host runs it: the default gateway's own login (its tenant's knowledge).
+    auto d = start_embedder(db.gateway_dsn("default"));
     REQUIRE(d.proc->wait_for_log("\"msg\":\"ready\"", 10s));
 
     std::string long_text = "# Password reset\n\n";

@@ -83,7 +83,7 @@ TEST_CASE(
     fs::create_directories(root / "home" / ("workspace-" + gw.agent));
     awp::test::child runner(
         {std::string(AWP_BIN_DIR) + "/awp-command-runner"},
-        {{"DATABASE_URL", db.daemon_dsn()},
+        {{"DATABASE_URL", db.gateway_dsn(gw.slug)},
          {"GATEWAY_ID", gw.slug},
          {"AGENT_RUNTIME", std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime"},
          {"FAKE_RUNTIME_DIR", (root / "fake").string()},

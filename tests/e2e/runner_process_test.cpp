@@ -109,7 +109,7 @@ struct setup {
         std::filesystem::remove_all(root, ec);
     }
     std::map<std::string, std::string> env(const std::string& instance) const {
-        return {{"DATABASE_URL", db.daemon_dsn()},
+        return {{"DATABASE_URL", db.gateway_dsn(slug)},
                 {"GATEWAY_ID", slug},
                 {"AWP_INSTANCE", instance},
                 {"AGENT_RUNTIME", std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime"},
@@ -190,7 +190,7 @@ TEST_CASE("runner e2e: the runtime it starts holds none of the runner's secrets"
     REQUIRE(eventually([&] { return s.status(id) == "done"; }));
     int scanned = 0;
     const auto leaks = awp::test::leaked_secrets(s.root / "fake", {"environ", "status"}, secrets,
-                                                 s.db.daemon_dsn(), &scanned);
+                                                 s.db.gateway_dsn(s.slug), &scanned);
     CHECK(scanned >= 2);  // the environment and /proc/self/status of the call
     INFO((leaks.empty() ? std::string() : leaks.front()));
     CHECK(leaks.empty());
@@ -252,6 +252,9 @@ TEST_CASE("runner e2e: GATEWAY_TOKEN registers once, the restart reuses the stor
         {kTenant});
     const auto before = one(s.admin, "SELECT count(*) FROM gateways");
     auto env = s.env(awp::test::random_name("runner-e2e-"));
+    // Registration by token is the shared daemon role's path (docs/security.md, "Gateway
+    // credentials"): the gateway does not exist yet, so it has no login of its own.
+    env["DATABASE_URL"] = s.db.daemon_dsn();
     env["GATEWAY_ID"] = "";
     env["GATEWAY_TOKEN"] = token;
     env["GATEWAY_LABEL"] = "e2e-box";

@@ -74,7 +74,7 @@ struct real_stack {
     std::string key = "real-runtime-test-service-role-key";
 
     std::map<std::string, std::string> env() const {
-        return {{"DATABASE_URL", db.daemon_dsn()},
+        return {{"DATABASE_URL", db.gateway_dsn(gw.slug)},
                 {"GATEWAY_ID", gw.slug},
                 {"AGENT_RUNTIME", real_runtime()},
                 {"OPENCLAW_STATE_DIR", state.string()},
@@ -266,7 +266,7 @@ TEST_CASE("real runtime: an unsupported version stops the runner at start with e
     fs::create_directories(dir);
     const std::string fake = std::string(AWP_SOURCE_DIR) + "/tests/fakes/fake-runtime";
     awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"},
-                            {{"DATABASE_URL", db.daemon_dsn()},
+                            {{"DATABASE_URL", db.gateway_dsn(gw.slug)},
                              {"GATEWAY_ID", gw.slug},
                              {"AGENT_RUNTIME", fake},
                              {"FAKE_RUNTIME_VERSION", "2025.12.1"},

@@ -63,6 +63,27 @@ std::string scoped_database::api_dsn() const {
            " user=awp_api password=" + require_env("AWP_PG_API_PASSWORD") + " dbname=" + name_;
 }
 
+std::string scoped_database::gateway_dsn(const std::string& gateway) const {
+    // Roles are the cluster's, shared by every test database: tests running at once may make
+    // the same role (the template's default gateway); all use the same password, and a
+    // concurrent CREATE ROLE that lost the race is tried again (it then alters the role).
+    const auto password = require_env("AWP_PG_GATEWAY_PASSWORD");
+    std::string role;
+    for (int attempt = 0;; ++attempt) {
+        try {
+            auto c = admin();
+            role =
+                c.exec("SELECT role_name FROM public.awp_gateway_role($1, $2)", {gateway, password})
+                    .get<std::string>(0, 0);
+            break;
+        } catch (const core::pg::sql_error&) {
+            if (attempt == 3) throw;
+        }
+    }
+    return "host=127.0.0.1 port=" + require_env("AWP_PG_PORT") + " user=" + role +
+           " password=" + password + " dbname=" + name_;
+}
+
 void as_user(core::pg::connection& c, const std::string& tenant_id, const std::string& user_id) {
     c.exec("SET ROLE authenticated");
     c.exec(

@@ -30,6 +30,10 @@ public:
     std::string daemon_dsn() const;
     /// awp_api: NOINHERIT login that may SET ROLE anon/authenticated/service_role (api-gateway).
     std::string api_dsn() const;
+    /// The gateway's own login (sql/0023: awp_gw_<id>, made or re-bound here through
+    /// awp_gateway_role as the superuser), as a gateway host's daemons connect: it reaches that
+    /// gateway's rows only. `gateway` is its id or slug.
+    std::string gateway_dsn(const std::string& gateway) const;
 
     core::pg::connection admin() const { return core::pg::connection::connect(admin_dsn()); }
     core::pg::connection daemon() const { return core::pg::connection::connect(daemon_dsn()); }
