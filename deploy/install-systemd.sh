@@ -62,15 +62,22 @@ if [[ -z $docdir ]]; then
 fi
 
 render() {  # render <mode> <out dir>
-  local m=$1 out=$2 run_as wanted_by runtime_rw f name
+  local m=$1 out=$2 run_as wanted_by runtime_rw agent_user runner_secrets f name
   if [[ $m == system ]]; then
     run_as='User=awp\nGroup=awp'
     wanted_by=multi-user.target
-    runtime_rw="# The agent runtime's home is the awp user's home, /var/lib/awp: inside StateDirectory."
+    # The runtime's state belongs to the agent user awp-agent (group awp, setgid, 2770).
+    runtime_rw='ReadWritePaths=-/var/lib/awp/.openclaw'
+    # Every process of an agent runs as awp-agent (docs/security.md, "The agent user"): the
+    # daemon switches to it, so it holds CAP_SETUID and CAP_SETGID and no other capability.
+    agent_user='Environment=AGENT_USER=awp-agent\nAmbientCapabilities=CAP_SETUID CAP_SETGID\nCapabilityBoundingSet=CAP_SETUID CAP_SETGID'
+    runner_secrets="# awp's secrets folder: the runner's own, outside the agent user's.\nEnvironment=SECRETS_DIR=/var/lib/awp/secrets"
   else
     run_as='# Runs as the user of this user manager.'
     wanted_by=default.target
     runtime_rw='ReadWritePaths=-%h/.openclaw'
+    agent_user='# User units: agents run as this user (AGENT_USER needs the system units).'
+    runner_secrets=''
   fi
   mkdir -p "$out"
   for f in "$templates"/*.in; do
@@ -78,6 +85,7 @@ render() {  # render <mode> <out dir>
     sed -e "s|@AWP_BINDIR@|$bindir|g" -e "s|@AWP_DATADIR@|$datadir|g" \
         -e "s|@AWP_DOCDIR@|$docdir|g" -e "s|@AWP_RUN_AS@|$run_as|g" \
         -e "s|@AWP_WANTED_BY@|$wanted_by|g" -e "s|@AWP_RUNTIME_RW@|$runtime_rw|g" \
+        -e "s|@AWP_AGENT_USER@|$agent_user|g" -e "s|@AWP_RUNNER_SECRETS@|$runner_secrets|g" \
         "$f" >"$out/$name.tmp"
     chmod 0644 "$out/$name.tmp"
     mv -f "$out/$name.tmp" "$out/$name"
@@ -134,6 +142,21 @@ if [[ $mode == system ]]; then
     useradd --system --user-group --home-dir /var/lib/awp --no-create-home \
       --shell /usr/sbin/nologin --comment "awp daemons" awp
     say "created the system user awp"
+  fi
+  # The agent user: every process of an agent runs as it, so none can read the daemons' files,
+  # environment or credentials. It owns the runtime's state; group awp lets the api-gateway edit
+  # the agents' files.
+  if ((staged)); then
+    say "staged: would create the system user awp-agent (home /var/lib/awp/.openclaw)"
+  else
+    if ! getent passwd awp-agent >/dev/null; then
+      useradd --system --user-group --home-dir /var/lib/awp/.openclaw --no-create-home \
+        --shell /usr/sbin/nologin --comment "awp agents" awp-agent
+      say "created the system user awp-agent"
+    fi
+    install -d -o awp -g awp -m 0755 /var/lib/awp
+    install -d -o awp-agent -g awp -m 2770 /var/lib/awp/.openclaw
+    install -d -o awp -g awp -m 0700 /var/lib/awp/secrets
   fi
 fi
 

@@ -190,6 +190,13 @@ std::optional<std::string> row_agent_id(const command_row& cmd, const payload& p
     return runtime_id(p, agent_slug_of(cmd, p));
 }
 
+/// A plan of one host operation (see step::host_operation).
+plan host_plan(const runner_config& cfg, std::vector<std::string> argv) {
+    plan p = spawn_plan(cfg, std::move(argv));
+    p.steps.back().host_operation = true;
+    return p;
+}
+
 std::vector<std::string> compose(const runner_config& cfg, std::vector<std::string> rest) {
     std::vector<std::string> argv = {"docker", "compose", "-p", cfg.compose_project};
     argv.insert(argv.end(), rest.begin(), rest.end());
@@ -258,14 +265,14 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         plan out = spawn_plan(cfg, rt.delete_agent(id));
         std::vector<std::string> rm = {"rm", "-f", "--"};
         for (const auto& ch : kChatChannels)
-            rm.push_back(cfg.secrets_dir + "/channels/" + id + "." + ch + ".token");
+            rm.push_back(cfg.channel_token_dir() + "/" + id + "." + ch + ".token");
         out.steps.push_back({std::move(rm), std::nullopt});
         return out;
     }
     if (a == "update_all") return spawn_plan(cfg, {script(cfg, "update-all-agents.sh")});
     if (a == "restart_gateway") {
         if (cfg.mode == runtime_mode::container) {
-            return spawn_plan(cfg, compose(cfg, {"restart", "agent-runtime"}));
+            return host_plan(cfg, compose(cfg, {"restart", "agent-runtime"}));
         }
         plan out = spawn_plan(cfg, rt.restart_gateway());
         out.json_output = true;
@@ -274,21 +281,22 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
     }
     if (a == "restart_dispatcher") {
         if (cfg.mode == runtime_mode::container) {
-            return spawn_plan(cfg, compose(cfg, {"restart", "awp-inbox-dispatcher"}));
+            return host_plan(cfg, compose(cfg, {"restart", "awp-inbox-dispatcher"}));
         }
-        return spawn_plan(cfg, {"systemctl", "--user", "restart", "awp-inbox-dispatcher"});
+        return host_plan(cfg, {"systemctl", "--user", "restart", "awp-inbox-dispatcher"});
     }
     if (a == "update_gateway") {
         plan out = spawn_plan(cfg, std::vector<std::string>{});
         out.steps.clear();
         if (cfg.mode == runtime_mode::container) {
-            out.steps.push_back({compose(cfg, {"pull"}), std::nullopt});
-            out.steps.push_back({compose(cfg, {"up", "-d"}), std::nullopt});
+            out.steps.push_back({compose(cfg, {"pull"}), std::nullopt, true});
+            out.steps.push_back({compose(cfg, {"up", "-d"}), std::nullopt, true});
         } else {
             const std::string repo = cfg.repo_dir.empty() ? "." : cfg.repo_dir;
-            out.steps.push_back({{"git", "-C", repo, "pull", "--ff-only"}, std::nullopt});
+            out.steps.push_back({{"git", "-C", repo, "pull", "--ff-only"}, std::nullopt, true});
             // The installer of this layout, in its update mode (deploy/install-systemd.sh).
-            out.steps.push_back({{repo + "/deploy/install-systemd.sh", "--update"}, std::nullopt});
+            out.steps.push_back(
+                {{repo + "/deploy/install-systemd.sh", "--update"}, std::nullopt, true});
         }
         return out;
     }

@@ -35,6 +35,10 @@ struct command_row {
 struct step {
     std::vector<std::string> argv;
     std::optional<std::string> stdin_data;
+    /// The host's own operation (docker compose, systemctl, the installer's update): runs as the
+    /// runner's own user. Everything else (the runtime CLI, shell commands, the agent scripts)
+    /// runs as AGENT_USER when it is set.
+    bool host_operation = false;
 };
 
 enum class plan_kind {

@@ -3,7 +3,10 @@
 
 #include <chrono>
 #include <cstddef>
+#include <optional>
 #include <string>
+
+#include "awp/core/identity.hpp"
 
 #include "awp/runtime/openclaw.hpp"
 
@@ -42,7 +45,10 @@ struct runner_config {
     /// (comma list of CIDRs, addresses, host names, each with an optional :port; the
     /// api-gateway's API_OUTBOUND_ALLOW syntax). The database's port is always refused.
     std::string outbound_allow;
-    std::string secrets_dir;         // gateway.env and agents/<slug>.env
+    std::string secrets_dir;  // gateway.env and agents/<slug>.env
+    /// AGENT_USER: the user every process of an agent runs as (the runtime CLI, run_shell, the
+    /// agent scripts, template copies); it owns runtime_home. Unset: the runner's own user.
+    std::optional<core::identity::user> agent_user;
     std::string scripts_dir;         // deploy/runtime: add/update/remove/update-all agent scripts
     std::string repo_dir;            // service_manager update_gateway: the checkout to pull
     std::string service_role_key;    // secret: derives the secrets key (enc:v1)
@@ -55,6 +61,12 @@ struct runner_config {
     double drain_timeout_s = 20;
 
     std::chrono::seconds command_timeout() const { return std::chrono::seconds(command_timeout_s); }
+    /// Where the channel bot tokens the runtime reads (--token-file) are kept: awp's secrets
+    /// folder, or, with AGENT_USER, a folder of the runtime's state the agent user owns (the
+    /// runtime runs as that user and must read them; the secrets folder is the runner's own).
+    std::string channel_token_dir() const {
+        return agent_user ? runtime_home + "/awp-channels" : secrets_dir + "/channels";
+    }
     int lease_seconds() const { return command_timeout_s + 60; }
 };
 

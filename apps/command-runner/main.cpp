@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     daemon::common_config common;
     runner_config cfg;
     std::string mode = "container";
+    std::string agent_user;
     const char* home_env = std::getenv("HOME");
     const std::string home = home_env ? home_env : "/tmp";
     cfg.runtime_home = home + "/.openclaw";
@@ -62,6 +63,10 @@ int main(int argc, char** argv) {
     app.add_option("--agent-runtime", cfg.agent_runtime, "The agent runtime CLI")
         ->envname("AGENT_RUNTIME")
         ->capture_default_str();
+    app.add_option("--agent-user", agent_user,
+                   "The user the agents' processes run as (runtime CLI, run_shell, agent "
+                   "scripts); it owns OPENCLAW_STATE_DIR. Unset: the runner's own user")
+        ->envname("AGENT_USER");
     app.add_option("--compose-project", cfg.compose_project,
                    "Compose project of the stack (container mode)")
         ->envname("COMPOSE_PROJECT")
@@ -119,6 +124,12 @@ int main(int argc, char** argv) {
         // Fails early on a malformed HOSTED_SECRETS_KEY.
         (void)awp::runner::secrets_key(cfg.hosted_secrets_key, cfg.service_role_key);
         (void)awp::http::outbound_policy(cfg.outbound_allow, {});  // names a bad entry
+        cfg.agent_user = awp::core::identity::agent_user(agent_user);
+        if (cfg.agent_user) {
+            awp::core::identity::check_layout(
+                *cfg.agent_user, "OPENCLAW_STATE_DIR", cfg.runtime_home,
+                {{"SECRETS_DIR", cfg.secrets_dir}, {"AWP_STATE_DIR", cfg.state_dir}});
+        }
         // The runtime's version decides every argv; an unsupported one stops here (78).
         cfg.runtime = awp::runtime::cli::detect(cfg.agent_runtime);
     } catch (const awp::core::error& e) {

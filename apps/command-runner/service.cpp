@@ -559,9 +559,11 @@ std::string runner_service::keep(const std::string& text, const std::vector<std:
     return clean_text(tail(redact(text, secrets), limit));
 }
 
-proc::spawn_options runner_service::child_options(std::vector<std::string> argv) const {
+proc::spawn_options runner_service::child_options(std::vector<std::string> argv,
+                                                  bool as_agent) const {
     proc::spawn_options o;
     o.argv = std::move(argv);
+    if (as_agent) o.run_as = cfg_.agent_user;
     o.env["AGENT_RUNTIME"] = cfg_.agent_runtime;
     o.env["AWP_RUNTIME_HOME"] = cfg_.runtime_home;
     // The runtime's own setting: every CLI call works on the state this runner edits.
@@ -590,6 +592,12 @@ std::string read_text(const std::string& path) {
 }
 
 }  // namespace
+
+std::string runner_service::read_runtime_file(const std::string& path) const {
+    // The runtime's files are the agent user's (0600 as the runtime writes them).
+    const core::identity::as_user_files as_agent(cfg_.agent_user);
+    return read_text(path);
+}
 
 net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
     const int lease = static_cast<int>(p.timeout.count()) *
@@ -620,7 +628,7 @@ net::awaitable<void> runner_service::run_steps(command_row cmd, plan p) {
     std::optional<int> exit_code;
     bool ok = true;
     for (std::size_t i = 0; i < p.steps.size() && ok; ++i) {
-        proc::spawn_options o = child_options(p.steps[i].argv);
+        proc::spawn_options o = child_options(p.steps[i].argv, !p.steps[i].host_operation);
         o.stdin_data = p.steps[i].stdin_data;
         // A JSON output is read whole (up to 8 MiB), then trimmed by entries, never by bytes.
         if (p.json_output) o.max_output = std::size_t{8} << 20;
@@ -696,7 +704,7 @@ std::string runner_service::prepare_steps(const command_row& cmd, plan& p) {
     const std::string config = cfg_.runtime_home + "/openclaw.json";
     if (p.kind == plan_kind::set_agent_model) {
         const std::string id = p.fields.at("agent_id");
-        const auto index = rt.agent_index(read_text(config), id);
+        const auto index = rt.agent_index(read_runtime_file(config), id);
         if (!index) {
             return cmd.action + ": agent \"" + id + "\" is not configured in the runtime (" +
                    config + ")";
@@ -722,11 +730,13 @@ std::string runner_service::prepare_steps(const command_row& cmd, plan& p) {
                    "/agents/" + slug + ".env) or the gateway's; store the " + channel +
                    " bot token first, or provision with channel \"none\"";
         }
-        token_file = cfg_.secrets_dir + "/channels/" + id + "." + channel + ".token";
+        token_file = cfg_.channel_token_dir() + "/" + id + "." + channel + ".token";
+        // With AGENT_USER the file is the agent user's (the runtime reads it as that user).
+        const core::identity::as_user_files as_agent(cfg_.agent_user);
         std::error_code ec;
-        std::filesystem::create_directories(cfg_.secrets_dir + "/channels", ec);
-        std::filesystem::permissions(cfg_.secrets_dir + "/channels",
-                                     std::filesystem::perms::owner_all, ec);
+        std::filesystem::create_directories(cfg_.channel_token_dir(), ec);
+        std::filesystem::permissions(cfg_.channel_token_dir(), std::filesystem::perms::owner_all,
+                                     ec);
         try {
             write_file_atomic(token_file, env[var], 0600);
         } catch (const std::exception& e) {
@@ -783,12 +793,17 @@ net::awaitable<std::string> runner_service::reload_session(const plan& p) {
 net::awaitable<std::string> runner_service::remove_profile(const std::string& id) {
     const runtime::cli& rt = cfg_.runtime;
     if (rt.kind() == runtime::dialect::v2026_6) {
-        const int n = runtime::remove_auth_profile(cfg_.runtime_home, id);
+        int n = 0;
+        {
+            // As the agent user, who owns the runtime's state (no await in between).
+            const core::identity::as_user_files as_agent(cfg_.agent_user);
+            n = runtime::remove_auth_profile(cfg_.runtime_home, id);
+        }
         if (n == 0) throw local_op_error("profile " + id + " not found in any agent's auth store");
         co_return "Removed " + id + " from " + std::to_string(n) + " auth store(s)";
     }
     // 2026.9: the CLI removes it, agent by agent (agents.entries of its config).
-    auto doc = core::json::try_parse(read_text(cfg_.runtime_home + "/openclaw.json"),
+    auto doc = core::json::try_parse(read_runtime_file(cfg_.runtime_home + "/openclaw.json"),
                                      core::json::kDocument);
     std::vector<std::string> agents;
     if (doc && doc->IsObject() && doc->HasMember("agents") && (*doc)["agents"].IsObject()) {
@@ -821,6 +836,9 @@ net::awaitable<void> runner_service::run_local(command_row cmd, plan p) {
         if (p.kind == plan_kind::auth_remove) {
             out = co_await remove_profile(p.fields.at("profile_id"));
         } else if (p.kind == plan_kind::upload_file) {
+            // As the agent user: the file is the agent's, and a symlink or folder the agent
+            // planted leads only where it could write itself.
+            const core::identity::as_user_files as_agent(cfg_.agent_user);
             out = upload_file(p.fields.at("dir"), p.fields.at("path"), p.fields.at("content"),
                               p.fields.at("mode"));
         }

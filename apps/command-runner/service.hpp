@@ -102,7 +102,11 @@ private:
     std::vector<std::string> redactions(const command_row& cmd) const;
     std::string keep(const std::string& text, const std::vector<std::string>& secrets,
                      std::size_t limit) const;
-    core::process::spawn_options child_options(std::vector<std::string> argv) const;
+    /// as_agent: the process runs as AGENT_USER when it is set (everything but host operations).
+    core::process::spawn_options child_options(std::vector<std::string> argv,
+                                               bool as_agent = true) const;
+    /// A file of the runtime's state, read as AGENT_USER when set (it owns them).
+    std::string read_runtime_file(const std::string& path) const;
 
     net::io_context& ioc_;
     runner_config cfg_;

@@ -43,6 +43,10 @@ void add_options(core::daemon::cli& cli, config& c) {
     app.add_option("--runtime-state-dir", c.state_dir,
                    "The runtime's state folder (its OPENCLAW_STATE_DIR; the runner's too)")
         ->envname("OPENCLAW_STATE_DIR");
+    app.add_option("--agent-user", c.agent_user_name,
+                   "The user a woken agent runs as (the runner's AGENT_USER; it owns "
+                   "OPENCLAW_STATE_DIR). Unset: the dispatcher's own user")
+        ->envname("AGENT_USER");
     app.add_option("--max-concurrent", c.max_concurrent, "Agents woken at the same time")
         ->envname("MAX_CONCURRENT")
         ->check(CLI::Range(1, 256))

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "awp/core/daemon.hpp"
+#include "awp/core/identity.hpp"
 #include "awp/runtime/openclaw.hpp"
 
 namespace awp::dispatcher {
@@ -16,11 +18,13 @@ struct config {
     std::string runtime = "openclaw";  // AGENT_RUNTIME
     runtime::cli cli;                  // its version, detected at start (main)
     std::string state_dir;             // OPENCLAW_STATE_DIR for the runtime ("" = its default)
-    int max_concurrent = 2;            // MAX_CONCURRENT agents woken at once
-    double wake_timeout_s = 300;       // WAKE_TIMEOUT: a wake running longer is killed and failed
-    double kill_grace_s = 5;           // WAKE_KILL_GRACE: SIGTERM -> SIGKILL of a timed-out wake
-    int lease_seconds = 0;             // LEASE_SECONDS: 0 = wake timeout + kill grace + 60
-    double heartbeat_s = 30;           // HEARTBEAT_INTERVAL
+    std::string agent_user_name;       // AGENT_USER: the user a woken agent runs as
+    std::optional<core::identity::user> agent_user;  // resolved at start (main)
+    int max_concurrent = 2;                          // MAX_CONCURRENT agents woken at once
+    double wake_timeout_s = 300;  // WAKE_TIMEOUT: a wake running longer is killed and failed
+    double kill_grace_s = 5;      // WAKE_KILL_GRACE: SIGTERM -> SIGKILL of a timed-out wake
+    int lease_seconds = 0;        // LEASE_SECONDS: 0 = wake timeout + kill grace + 60
+    double heartbeat_s = 30;      // HEARTBEAT_INTERVAL
 
     std::chrono::milliseconds wake_timeout() const {
         return std::chrono::milliseconds(static_cast<long>(wake_timeout_s * 1000));

@@ -22,6 +22,11 @@ int main(int argc, char** argv) {
         cfg.validate();
         // The runtime's version decides the wake's argv; an unsupported one stops here (78).
         cfg.cli = awp::runtime::cli::detect(cfg.runtime);
+        cfg.agent_user = awp::core::identity::agent_user(cfg.agent_user_name);
+        if (cfg.agent_user && !cfg.state_dir.empty()) {
+            awp::core::identity::check_layout(*cfg.agent_user, "OPENCLAW_STATE_DIR", cfg.state_dir,
+                                              {});
+        }
     } catch (const awp::core::config_error& e) {
         std::cerr << "awp-inbox-dispatcher: " << e.what() << "\n";
         return daemon::kExitConfig;

@@ -453,7 +453,8 @@ net::awaitable<void> service::handle(std::size_t slot, inbox_item item) {
                 {"AWP_AGENT_SLUG", item.agent_slug},
                 {"AWP_INBOX_EVENT_TYPE", item.event_type}};
     if (!cfg_.state_dir.empty()) opts.env["OPENCLAW_STATE_DIR"] = cfg_.state_dir;
-    core::child_env::apply(opts);  // an allowlist: none of the daemon's secrets
+    core::child_env::apply(opts);   // an allowlist: none of the daemon's secrets
+    opts.run_as = cfg_.agent_user;  // AGENT_USER: it cannot read the dispatcher's files
     log::info("wake started", {{"item_id", item.id},
                                {"agent", item.agent_slug},
                                {"event_type", item.event_type},

@@ -58,7 +58,24 @@ for d in awp-embedder awp-scheduler; do
     grep -qE '^(StateDirectory|ReadWritePaths)=' "$units/$mode/$d.service" && bad "$mode/$d has writable paths"
   done
 done
-has "$units/system/awp-api-gateway.service" "StateDirectory=awp/api-gateway awp/.openclaw"
+has "$units/system/awp-api-gateway.service" "StateDirectory=awp/api-gateway"
+# The runtime's state is the agent user's (the installer makes it): no StateDirectory= may name it,
+# or systemd would give it back to awp at every start.
+grep -q '^StateDirectory=.*openclaw' "$units"/system/*.service && bad "a StateDirectory names the runtime's state"
+for d in awp-api-gateway awp-command-runner awp-inbox-dispatcher; do
+  has "$units/system/$d.service" "ReadWritePaths=-/var/lib/awp/.openclaw"
+done
+# Agents run as awp-agent: the runner and the dispatcher switch to it and hold only that power.
+for d in awp-command-runner awp-inbox-dispatcher; do
+  has "$units/system/$d.service" "Environment=AGENT_USER=awp-agent"
+  has "$units/system/$d.service" "AmbientCapabilities=CAP_SETUID CAP_SETGID"
+  has "$units/system/$d.service" "CapabilityBoundingSet=CAP_SETUID CAP_SETGID"
+  grep -q '^AmbientCapabilities' "$units/user/$d.service" && bad "user/$d asks for capabilities"
+done
+for d in awp-api-gateway awp-embedder awp-scheduler; do
+  grep -qE '^(AmbientCapabilities|Environment=AGENT_USER)' "$units/system/$d.service" && bad "system/$d has the agent switch"
+done
+has "$units/system/awp-command-runner.service" "Environment=SECRETS_DIR=/var/lib/awp/secrets"
 # The agents' files are the runtime's workspaces: the api-gateway reads the runner's state dir.
 has "$units/system/awp-api-gateway.service" "Environment=OPENCLAW_STATE_DIR=%h/.openclaw"
 has "$units/user/awp-api-gateway.service" "ReadWritePaths=-%h/.openclaw"

@@ -506,3 +506,47 @@ TEST_CASE("terminate() and destruction end an interactive session", "[process]")
         CHECK(::waitpid(pid, nullptr, WNOHANG) == -1);
     }
 }
+
+TEST_CASE(
+    "run_as: the child runs as the agent user, with no supplementary group, no capability and "
+    "no new privileges, and its home",
+    "[process][identity]") {
+    if (::geteuid() != 0) {
+        WARN("not root: the switch to another user is checked by the root CI run only");
+        return;
+    }
+    const auto nobody = awp::core::identity::lookup("nobody");
+    spawn_options o;
+    o.argv = {"sh", "-c",
+              "id -u; id -g; id -G; grep -E '^(CapEff|CapPrm|CapAmb|NoNewPrivs):' "
+              "/proc/self/status; echo \"$HOME $USER\""};
+    o.env["PATH"] = "/usr/bin:/bin";
+    o.run_as = nobody;
+    const auto r = run(o);
+    REQUIRE(r.success());
+    std::istringstream lines(r.out);
+    std::string uid, gid, groups;
+    std::getline(lines, uid);
+    std::getline(lines, gid);
+    std::getline(lines, groups);
+    CHECK(uid == std::to_string(nobody.uid));
+    CHECK(gid == std::to_string(nobody.gid));
+    CHECK(groups == std::to_string(nobody.gid));  // the primary group only
+    CHECK(r.out.find("CapEff:\t0000000000000000") != std::string::npos);
+    CHECK(r.out.find("CapPrm:\t0000000000000000") != std::string::npos);
+    CHECK(r.out.find("CapAmb:\t0000000000000000") != std::string::npos);
+    CHECK(r.out.find("NoNewPrivs:\t1") != std::string::npos);
+    CHECK(r.out.find(nobody.home + " nobody") != std::string::npos);
+    // argv[0] is still the program as named, and arguments arrive byte for byte.
+    o.argv = {"printf", "%s|", "a b", "$(id)", ";rm"};
+    CHECK(run(o).out == "a b|$(id)|;rm|");
+}
+
+TEST_CASE("identity: root and unknown users are refused as agent users", "[process][identity]") {
+    CHECK_THROWS_WITH(awp::core::identity::lookup("root"), Catch::Contains("is root"));
+    CHECK_THROWS_WITH(awp::core::identity::lookup("0"), Catch::Contains("is root"));
+    CHECK_THROWS_WITH(awp::core::identity::lookup("no-such-user-awp"),
+                      Catch::Contains("no such user"));
+    CHECK(awp::core::identity::lookup("65534").name == "nobody");
+    CHECK_FALSE(awp::core::identity::agent_user("").has_value());
+}

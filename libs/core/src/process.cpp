@@ -265,6 +265,7 @@ public:
         }
         build_environment();
         resolve_program();
+        if (options.run_as) drop_privileges(*options.run_as);
         if (!options.working_dir.empty()) {
             struct stat st {};
             if (::stat(options.working_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -316,8 +317,10 @@ public:
         check(posix_spawn_file_actions_addclosefrom_np(&actions_, 3), "addclosefrom");
 
         std::vector<char*> argv;
-        argv.reserve(options_.argv.size() + 1);
+        argv.reserve(prefix_.size() + options_.argv.size() + 1);
+        for (auto& arg : prefix_) argv.push_back(arg.data());
         for (const auto& arg : options_.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+        if (!prefix_.empty()) argv[prefix_.size()] = program_.data();  // resolved, for setpriv
         argv.push_back(nullptr);
         std::vector<char*> envp;
         envp.reserve(env_.size() + 1);
@@ -325,8 +328,8 @@ public:
         envp.push_back(nullptr);
 
         pid_t pid = -1;
-        const int rc =
-            posix_spawn(&pid, program_.c_str(), &actions_, &attr_, argv.data(), envp.data());
+        const std::string& exe = prefix_.empty() ? program_ : prefix_.front();
+        const int rc = posix_spawn(&pid, exe.c_str(), &actions_, &attr_, argv.data(), envp.data());
         if (rc != 0) throw spawn_error("cannot start " + program_name() + ": " + errno_text(rc));
         return pid;
     }
@@ -388,8 +391,42 @@ private:
         throw spawn_error("cannot start " + name + ": not found in PATH");
     }
 
+    // The child becomes `u` before its program runs: setpriv (util-linux) changes the real,
+    // effective and saved ids, drops every supplementary group, empties the inheritable and
+    // ambient capability sets and sets no_new_privs, then executes the resolved program.
+    void drop_privileges(const identity::user& u) {
+        static const std::string setpriv = [] {
+            for (const char* p : {"/usr/bin/setpriv", "/bin/setpriv"}) {
+                if (::access(p, X_OK) == 0) return std::string(p);
+            }
+            return std::string();
+        }();
+        if (setpriv.empty()) {
+            throw spawn_error("cannot start " + program_name() + " as " + u.name +
+                              ": setpriv (util-linux) is not installed");
+        }
+        prefix_ = {setpriv,
+                   "--reuid=" + std::to_string(u.uid),
+                   "--regid=" + std::to_string(u.gid),
+                   "--clear-groups",
+                   "--inh-caps=-all",
+                   "--ambient-caps=-all",
+                   "--no-new-privs",
+                   "--"};
+        for (const auto& [name, value] :
+             {std::pair<const char*, const std::string&>{"HOME", u.home},
+              std::pair<const char*, const std::string&>{"USER", u.name},
+              std::pair<const char*, const std::string&>{"LOGNAME", u.name}}) {
+            if (options_.env.find(name) != options_.env.end()) continue;
+            const std::string key = std::string(name) + "=";
+            std::erase_if(env_, [&](const std::string& e) { return e.starts_with(key); });
+            env_.push_back(key + value);
+        }
+    }
+
     const spawn_options& options_;
     std::vector<std::string> env_;
+    std::vector<std::string> prefix_;  // setpriv and its options when run_as is set
     std::string program_;
     posix_spawnattr_t attr_{};
     posix_spawn_file_actions_t actions_{};

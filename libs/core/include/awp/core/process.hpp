@@ -19,6 +19,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "awp/core/error.hpp"
+#include "awp/core/identity.hpp"
 
 namespace awp::core::process {
 
@@ -52,6 +53,11 @@ struct spawn_options {
     /// Bytes kept per stream: the tail. Anything earlier is replaced by one line
     /// "[... N bytes cut ...]".
     std::size_t max_output = std::size_t{1} << 20;
+    /// Runs the child as this user (AGENT_USER): its uid and primary group, no supplementary
+    /// groups, no capabilities, no new privileges (through util-linux's setpriv, so the switch
+    /// happens before the program runs). HOME, USER and LOGNAME become the user's unless `env`
+    /// sets them. The caller needs CAP_SETUID and CAP_SETGID (identity::can_switch).
+    std::optional<identity::user> run_as;
 };
 
 struct process_result {
