@@ -62,7 +62,7 @@ if [[ -z $docdir ]]; then
 fi
 
 render() {  # render <mode> <out dir>
-  local m=$1 out=$2 run_as wanted_by runtime_rw agent_user runner_secrets f name
+  local m=$1 out=$2 run_as wanted_by runtime_rw agent_user runner_secrets workspaces f name
   if [[ $m == system ]]; then
     run_as='User=awp\nGroup=awp'
     wanted_by=multi-user.target
@@ -72,12 +72,16 @@ render() {  # render <mode> <out dir>
     # daemon switches to it, so it holds CAP_SETUID and CAP_SETGID and no other capability.
     agent_user='Environment=AGENT_USER=awp-agent\nAmbientCapabilities=CAP_SETUID CAP_SETGID\nCapabilityBoundingSet=CAP_SETUID CAP_SETGID'
     runner_secrets="# awp's secrets folder: the runner's own, outside the agent user's.\nEnvironment=SECRETS_DIR=/var/lib/awp/secrets"
+    # The agents' workspaces, shared by the agent user and the api-gateway through the group
+    # awp-agent (the runtime keeps its own state folder 0700).
+    workspaces='Environment=AWP_WORKSPACES_DIR=/var/lib/awp/workspaces\nReadWritePaths=-/var/lib/awp/workspaces'
   else
     run_as='# Runs as the user of this user manager.'
     wanted_by=default.target
     runtime_rw='ReadWritePaths=-%h/.openclaw'
     agent_user='# User units: agents run as this user (AGENT_USER needs the system units).'
     runner_secrets=''
+    workspaces='# User units: the workspaces are in the runtime state folder (OPENCLAW_STATE_DIR).'
   fi
   mkdir -p "$out"
   for f in "$templates"/*.in; do
@@ -86,6 +90,7 @@ render() {  # render <mode> <out dir>
         -e "s|@AWP_DOCDIR@|$docdir|g" -e "s|@AWP_RUN_AS@|$run_as|g" \
         -e "s|@AWP_WANTED_BY@|$wanted_by|g" -e "s|@AWP_RUNTIME_RW@|$runtime_rw|g" \
         -e "s|@AWP_AGENT_USER@|$agent_user|g" -e "s|@AWP_RUNNER_SECRETS@|$runner_secrets|g" \
+        -e "s|@AWP_WORKSPACES@|$workspaces|g" \
         "$f" >"$out/$name.tmp"
     chmod 0644 "$out/$name.tmp"
     mv -f "$out/$name.tmp" "$out/$name"
@@ -144,8 +149,8 @@ if [[ $mode == system ]]; then
     say "created the system user awp"
   fi
   # The agent user: every process of an agent runs as it, so none can read the daemons' files,
-  # environment or credentials. It owns the runtime's state; group awp lets the api-gateway edit
-  # the agents' files.
+  # environment or credentials. It owns the runtime's state and the workspaces; awp is a member
+  # of its group, so the api-gateway edits the agents' files (setgid, group-writable folder).
   if ((staged)); then
     say "staged: would create the system user awp-agent (home /var/lib/awp/.openclaw)"
   else
@@ -154,8 +159,10 @@ if [[ $mode == system ]]; then
         --shell /usr/sbin/nologin --comment "awp agents" awp-agent
       say "created the system user awp-agent"
     fi
+    usermod -a -G awp-agent awp
     install -d -o awp -g awp -m 0755 /var/lib/awp
-    install -d -o awp-agent -g awp -m 2770 /var/lib/awp/.openclaw
+    install -d -o awp-agent -g awp-agent -m 0700 /var/lib/awp/.openclaw
+    install -d -o awp-agent -g awp-agent -m 2770 /var/lib/awp/workspaces
     install -d -o awp -g awp -m 0700 /var/lib/awp/secrets
   fi
 fi

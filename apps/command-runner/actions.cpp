@@ -467,7 +467,7 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         if (auto t = p.integer("timeout_seconds", 1, cfg.command_timeout_s))
             out.timeout = std::chrono::seconds(*t);
         if (cmd.agent_slug && !cmd.agent_slug->empty()) {
-            out.fields["cwd"] = cfg.runtime_home + "/workspace-" + agent_slug_of(cmd, p);
+            out.fields["cwd"] = cfg.workspace(agent_slug_of(cmd, p));
         }
         return out;
     }
@@ -501,7 +501,7 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
             }
         }
         if (bytes.size() > 10u * 1024 * 1024) p.fail("the file is larger than 10 MiB");
-        out.fields["dir"] = cfg.runtime_home + "/workspace-" + slug;
+        out.fields["dir"] = cfg.workspace(slug);
         out.fields["path"] = path;
         out.fields["content"] = std::move(bytes);
         out.fields["mode"] =

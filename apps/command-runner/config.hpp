@@ -46,6 +46,13 @@ struct runner_config {
     /// api-gateway's API_OUTBOUND_ALLOW syntax). The database's port is always refused.
     std::string outbound_allow;
     std::string secrets_dir;  // gateway.env and agents/<slug>.env
+    /// AWP_WORKSPACES_DIR: where the agents' workspaces are (workspace-<slug>); default the
+    /// runtime's state folder. With an agent user, a folder shared with the api-gateway, since
+    /// the runtime keeps its own state folder 0700.
+    std::string workspaces_dir;
+    std::string workspace(const std::string& slug) const {
+        return (workspaces_dir.empty() ? runtime_home : workspaces_dir) + "/workspace-" + slug;
+    }
     /// AGENT_USER: the user every process of an agent runs as (the runtime CLI, run_shell, the
     /// agent scripts, template copies); it owns runtime_home. Unset: the runner's own user.
     std::optional<core::identity::user> agent_user;

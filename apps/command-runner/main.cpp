@@ -76,6 +76,10 @@ int main(int argc, char** argv) {
                    "the runtime's own OPENCLAW_STATE_DIR, passed to every CLI call")
         ->envname("OPENCLAW_STATE_DIR")
         ->capture_default_str();
+    app.add_option("--workspaces-dir", cfg.workspaces_dir,
+                   "Where the agents' workspaces are (workspace-<slug>), when not in "
+                   "OPENCLAW_STATE_DIR: with AGENT_USER, a folder shared with the api-gateway")
+        ->envname("AWP_WORKSPACES_DIR");
     app.add_option("--secrets-dir", cfg.secrets_dir,
                    "Where gateway.env and agents/<slug>.env are written")
         ->envname("SECRETS_DIR")

@@ -569,6 +569,7 @@ proc::spawn_options runner_service::child_options(std::vector<std::string> argv,
     // The runtime's own setting: every CLI call works on the state this runner edits.
     o.env["OPENCLAW_STATE_DIR"] = cfg_.runtime_home;
     o.env["AWP_SECRETS_DIR"] = cfg_.secrets_dir;
+    if (!cfg_.workspaces_dir.empty()) o.env["AWP_WORKSPACES_DIR"] = cfg_.workspaces_dir;
     o.env["AWP_GATEWAY"] = slug_;
     // The runner's own credentials never reach a child: an allowlisted environment.
     core::child_env::apply(o);
@@ -717,7 +718,7 @@ std::string runner_service::prepare_steps(const command_row& cmd, plan& p) {
     const std::string slug = p.fields.at("agent_slug");
     const std::string id = p.fields.at("agent_id");
     const std::string channel = p.fields.at("channel");
-    const std::string workspace = cfg_.runtime_home + "/workspace-" + slug;
+    const std::string workspace = cfg_.workspace(slug);
     std::string token_file;
     if (channel != "none") {
         // The runtime reads the bot token from a file awp keeps (0600), never from argv.

@@ -4,6 +4,8 @@
 # These scripts never edit the runtime's files: the runtime's CLI does, through awp::runtime.
 set -euo pipefail
 RUNTIME_HOME=${OPENCLAW_STATE_DIR:-${AWP_RUNTIME_HOME:-$HOME/.openclaw}}
+# The agents' workspaces: AWP_WORKSPACES_DIR when the runner has one, else in the runtime's state.
+WORKSPACES=${AWP_WORKSPACES_DIR:-$RUNTIME_HOME}
 
 die() { echo "$(basename "$0"): $*" >&2; exit 2; }
 
@@ -14,7 +16,7 @@ check_slug() {
 
 # Pulls one workspace: fast-forward only, from its upstream; none is not an error.
 update_workspace() {
-  local slug=$1 ws="$RUNTIME_HOME/workspace-$1"
+  local slug=$1 ws="$WORKSPACES/workspace-$1"
   [[ -d $ws ]] || { echo "agent $slug has no workspace on this gateway" >&2; return 1; }
   if [[ ! -e $ws/.git ]]; then
     echo "agent $slug: workspace is not a git checkout, nothing to pull"

@@ -3,7 +3,7 @@
 . "$(dirname "$0")/common.sh"
 failed=0; count=0
 shopt -s nullglob
-for ws in "$RUNTIME_HOME"/workspace-*; do
+for ws in "$WORKSPACES"/workspace-*; do
   slug=${ws##*/workspace-}
   count=$((count + 1))
   update_workspace "$slug" || { echo "agent $slug: update failed" >&2; failed=$((failed + 1)); }

@@ -51,6 +51,24 @@ for name in daemons:
         bad(f"{name}: uses the gateway's login")
     if gateway_daemon and "JWT_SECRET" in (services[name].get("environment") or {}):
         bad(f"{name}: holds JWT_SECRET, a secret of the api-gateway")
+# Agents run as awp-agent: the daemons that start them switch users and hold only that power;
+# the Docker socket is mounted into the runner alone, whose agents never get its groups.
+for name in ("awp-command-runner", "awp-inbox-dispatcher"):
+    s = services[name]
+    env = {k: str(v) for k, v in (s.get("environment") or {}).items()}
+    if env.get("AGENT_USER") != "awp-agent": bad(f"{name}: AGENT_USER is not awp-agent")
+    caps = set(s.get("cap_add") or [])
+    if not {"SETUID", "SETGID"} <= caps: bad(f"{name}: cannot switch to the agent user (cap_add)")
+    if caps - {"SETUID", "SETGID", "DAC_OVERRIDE"}: bad(f"{name}: more capabilities than it needs: {caps}")
+    if "ALL" not in (s.get("cap_drop") or []): bad(f"{name}: does not drop every other capability")
+for name, s in services.items():
+    mounts = [str(v) for v in (s.get("volumes") or [])]
+    sock = any("docker.sock" in str(m.get("source", m) if isinstance(m, dict) else m) for m in s.get("volumes") or [])
+    if sock and name != "awp-command-runner": bad(f"{name}: mounts the Docker socket")
+    if name == "agent-runtime" and sock: bad("the agent runtime reaches the Docker socket")
+runner_env = {k: str(v) for k, v in (services["awp-command-runner"].get("environment") or {}).items()}
+if runner_env.get("SECRETS_DIR", "").startswith(runner_env.get("OPENCLAW_STATE_DIR", "/nonexistent")):
+    bad("the runner's secrets are inside the agent user's runtime state")
 
 def seconds(text):
     m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", str(text))

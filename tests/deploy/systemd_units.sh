@@ -76,6 +76,11 @@ for d in awp-api-gateway awp-embedder awp-scheduler; do
   grep -qE '^(AmbientCapabilities|Environment=AGENT_USER)' "$units/system/$d.service" && bad "system/$d has the agent switch"
 done
 has "$units/system/awp-command-runner.service" "Environment=SECRETS_DIR=/var/lib/awp/secrets"
+# The workspaces: one folder the runner and the api-gateway agree on, writable by both.
+for d in awp-api-gateway awp-command-runner; do
+  has "$units/system/$d.service" "Environment=AWP_WORKSPACES_DIR=/var/lib/awp/workspaces"
+  has "$units/system/$d.service" "ReadWritePaths=-/var/lib/awp/workspaces"
+done
 # The agents' files are the runtime's workspaces: the api-gateway reads the runner's state dir.
 has "$units/system/awp-api-gateway.service" "Environment=OPENCLAW_STATE_DIR=%h/.openclaw"
 has "$units/user/awp-api-gateway.service" "ReadWritePaths=-%h/.openclaw"

@@ -704,3 +704,34 @@ TEST_CASE("agent files: an upload over the limit is a 413 and leaves no file", "
     CHECK(start_and_wait(db.api_dsn(),
                          {"API_UPLOAD_SPOOL_DIR=" + (gw.dir / "not-a-dir").string()}) == 78);
 }
+
+TEST_CASE(
+    "agent files: with AWP_WORKSPACES_DIR the files are in that shared folder, made group "
+    "read-write for the agent user's group",
+    "[api][files]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    const auto t = seed(admin);
+    const fs::path shared = fs::temp_directory_path() / random_name("awp-ws-");
+    fs::create_directories(shared);
+    gateway_process gw(db.api_dsn(), {{"AWP_WORKSPACES_DIR", shared.string()}});
+    const auto tok = user_token(t);
+    auto raw = bearer(tok);
+    raw.add("Content-Type", "application/octet-stream");
+    REQUIRE(gw.request("POST", "/api/agents/bob/files?path=notes/a.txt", raw, "shared").status ==
+            201);
+    const auto file = shared / "workspace-bob" / "notes" / "a.txt";
+    REQUIRE(fs::is_regular_file(file));
+    CHECK_FALSE(fs::exists(gw.dir / "openclaw" / "workspace-bob" / "notes"));
+    struct stat st {};
+    REQUIRE(::stat(file.c_str(), &st) == 0);
+    const mode_t mask = ::umask(0);  // the gateway inherited this process's
+    ::umask(mask);
+    CHECK((st.st_mode & 0060) == (0060 & ~mask));  // group read-write unless the umask says no
+    CHECK((st.st_mode & 0007) == 0);               // never the world's
+    REQUIRE(::stat(file.parent_path().c_str(), &st) == 0);
+    CHECK((st.st_mode & 0007) == 0);
+    CHECK(gw.request("GET", "/api/agents/bob/files/notes/a.txt", bearer(tok), "").body == "shared");
+    std::error_code ec;
+    fs::remove_all(shared, ec);
+}

@@ -69,9 +69,9 @@ struct drill {
     std::string bob_id, bob_slug;
     awp::core::identity::user agent = awp::core::identity::lookup("nobody");
     fs::path root = fs::temp_directory_path() / awp::test::random_name("awp-hostile-");
-    fs::path home = root / "home", secrets = root / "secrets", state = root / "state",
-             bin = root / "bin", fake = root / "fake", wakes = root / "wakes",
-             socket_path = root / "docker.sock";
+    fs::path home = root / "home", workspaces = root / "workspaces", secrets = root / "secrets",
+             state = root / "state", bin = root / "bin", fake = root / "fake",
+             wakes = root / "wakes", socket_path = root / "docker.sock";
     std::string gateway_dsn, gateway_password;
     int socket_fd = -1;
 
@@ -92,14 +92,17 @@ struct drill {
 
         // The layout of a host: the runtime's state is the agent user's; the daemons' state and
         // secrets folders are root's own, outside it.
-        fs::create_directories(home / ("workspace-" + gw.agent));
+        fs::create_directories(home);
+        fs::create_directories(workspaces / ("workspace-" + gw.agent));
         fs::create_directories(state);
         for (const auto& d : {bin, fake, wakes}) fs::create_directories(d);
         fs::permissions(root, fs::perms(0755));
         fs::permissions(state, fs::perms(0700));
         for (const auto& p : fs::recursive_directory_iterator(home))
             REQUIRE(::chown(p.path().c_str(), agent.uid, agent.gid) == 0);
-        for (const auto& d : {home, fake, wakes})
+        for (const auto& p : fs::recursive_directory_iterator(workspaces))
+            REQUIRE(::chown(p.path().c_str(), agent.uid, agent.gid) == 0);
+        for (const auto& d : {home, workspaces, fake, wakes})
             REQUIRE(::chown(d.c_str(), agent.uid, agent.gid) == 0);
         // The stand-in runtimes where the agent user can run them (the checkout may be in a
         // folder it cannot enter).
@@ -132,6 +135,7 @@ struct drill {
             {"FAKE_RUNTIME_DIR", fake.string()},
             {"AWP_CHILD_ENV_ALLOW", "FAKE_*"},
             {"OPENCLAW_STATE_DIR", home.string()},
+            {"AWP_WORKSPACES_DIR", workspaces.string()},
             {"SECRETS_DIR", secrets.string()},
             {"AWP_STATE_DIR", state.string()},
             {"COMMAND_TIMEOUT", "20"},
@@ -257,7 +261,7 @@ TEST_CASE(
     }
 
     SECTION("a symlink or FIFO the agent planted never leads the runner") {
-        const auto ws = d.home / ("workspace-" + d.gw.agent);
+        const auto ws = d.workspaces / ("workspace-" + d.gw.agent);
         // A symlink to the secrets file where an upload will land: refused, file unchanged.
         REQUIRE(d.shell({"ln", "-s", (d.secrets / "gateway.env").string(), "notes.md"}).status ==
                 "done");

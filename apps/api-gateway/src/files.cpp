@@ -33,10 +33,12 @@ using http::http_error;
 
 namespace {
 
-/// The folder an agent's files are: the one its runtime works in (docs/runtime.md). The slug
-/// follows the schema's rule (no '/', never ".."), so it names one folder of the state dir.
-std::string workspace_of(const std::string& state_dir, const agent_home& home) {
-    return state_dir + "/workspace-" + home.slug;
+/// The folder an agent's files are: the one its runtime works in (docs/runtime.md), in the
+/// workspaces folder when one is set, else in the runtime's state folder. The slug follows the
+/// schema's rule (no '/', never ".."), so it names one folder.
+std::string workspace_of(const gateway_config& cfg, const agent_home& home) {
+    return (cfg.workspaces_dir.empty() ? cfg.agents_dir : cfg.workspaces_dir) + "/workspace-" +
+           home.slug;
 }
 
 /// Marks a request one api-gateway forwarded to another (loop guard).
@@ -458,7 +460,7 @@ net::awaitable<response> gateway::files_get(request r) {
         auto proxied = co_await proxy_to_gateway(std::move(r), std::move(home));
         co_return proxied;
     }
-    const auto root = workspace_of(cfg_.agents_dir, home);
+    const auto root = workspace_of(cfg_, home);
     const auto raw = r.param("path");
     // A bad name is a 400 whether or not the sandbox exists yet.
     const std::string rel = raw.empty() ? std::string() : clean_path(raw, true);
@@ -558,7 +560,9 @@ net::awaitable<response> gateway::files_post(request r) {
         throw http_error(413, "body_too_large", "the file exceeds the upload limit");
     }
     const auto rel = clean_path(up.path, false);
-    const auto root = workspace_of(cfg_.agents_dir, home);
+    const auto root = workspace_of(cfg_, home);
+    // A workspaces folder shared with the agent user's group: what is written here is theirs too.
+    const bool shared = !cfg_.workspaces_dir.empty();
     std::error_code ec;
     std::filesystem::create_directories(root, ec);
     fd_guard dir(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -569,7 +573,7 @@ net::awaitable<response> gateway::files_post(request r) {
         auto slash = rel.find('/', start);
         if (slash == std::string::npos) break;
         const auto seg = rel.substr(start, slash - start);
-        ::mkdirat(dir.get(), seg.c_str(), 0700);
+        ::mkdirat(dir.get(), seg.c_str(), shared ? 0770 : 0700);
         int next = open_beneath(dir.get(), seg, O_PATH | O_DIRECTORY | O_NOFOLLOW);
         if (next < 0) throw http_error(400, "bad_path", "a parent of the path is not a directory");
         dir = fd_guard(next);
@@ -577,7 +581,8 @@ net::awaitable<response> gateway::files_post(request r) {
     }
     const auto name = rel.substr(start);
     const auto tmp = ".upload-" + core::crypto::hex_encode(core::crypto::random_bytes(8));
-    fd_guard out(::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+    fd_guard out(::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                          shared ? 0660 : 0600));
     if (out.get() < 0) throw http_error(500, "internal", "cannot write the file");
     // Copied a bounded chunk at a time from the body (the spool file) to the new file.
     std::vector<char> chunk(http::file_body::kChunk);

@@ -57,6 +57,10 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
                    "The agent runtime's state folder: agent files are its workspace-<slug>/ "
                    "(the runner's and the runtime's OPENCLAW_STATE_DIR)")
         ->envname("OPENCLAW_STATE_DIR");
+    app.add_option("--workspaces-dir", c.workspaces_dir,
+                   "Where the agents' workspaces are when not in the runtime's state folder (the "
+                   "runner's AWP_WORKSPACES_DIR; shared with the agent user's group)")
+        ->envname("AWP_WORKSPACES_DIR");
     app.add_option("--templates-dir", c.templates_dir, "Agent templates (one folder each)")
         ->envname("API_TEMPLATES_DIR")
         ->capture_default_str();

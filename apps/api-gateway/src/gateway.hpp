@@ -44,6 +44,9 @@ struct gateway_config {
     /// OPENCLAW_STATE_DIR: the agent runtime's state; an agent's files are the folder the
     /// runtime works in, <dir>/workspace-<slug> (docs/runtime.md).
     std::string agents_dir;
+    /// AWP_WORKSPACES_DIR: where the agents' workspaces are, when not in agents_dir (the layout
+    /// with an agent user: a folder shared with the agent user's group; files are made 0660).
+    std::string workspaces_dir;
     std::string templates_dir = "deploy/templates";  // API_TEMPLATES_DIR
     std::size_t db_pool_size = 16;                   // API_DB_POOL (per database)
     std::size_t workspace_pools = 8;                 // API_WORKSPACE_POOLS: open at once
