@@ -13,7 +13,11 @@
 #include <fstream>
 #include <string>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "awp/core/crypto.hpp"
+#include "awp/core/identity.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/process.hpp"
 #include "awp/runtime/openclaw.hpp"
@@ -369,4 +373,55 @@ TEST_CASE("real runtime: every flag the adapter passes exists in the real CLI's 
         // The subcommand words themselves are the CLI's.
         for (std::size_t i = 0; i < path.size(); ++i) CHECK(c.argv[1 + i] == path[i]);
     }
+}
+
+TEST_CASE(
+    "real runtime: with AGENT_USER the runtime runs as that user and every file it keeps is "
+    "that user's",
+    "[runtime][e2e][security]") {
+    if (!real_runtime() || ::geteuid() != 0) {
+        WARN("needs AWP_OPENCLAW and root: the real runtime as another user is not checked");
+        return;
+    }
+    real_stack s;
+    const auto nobody = awp::core::identity::lookup("nobody");
+    const fs::path workspaces = s.root / "workspaces";
+    for (const auto& d : {s.state, workspaces}) {
+        fs::create_directories(d);
+        REQUIRE(::chown(d.c_str(), nobody.uid, nobody.gid) == 0);
+    }
+    fs::permissions(s.root, fs::perms(0755));
+    auto env = s.env();
+    env["AGENT_USER"] = "nobody";
+    env["AWP_WORKSPACES_DIR"] = workspaces.string();
+    awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"}, env);
+    const std::string id = awp::runtime::agent_id(s.gw.agent);
+
+    auto p = s.run("provision", R"({"name":"Ada","channel":"none"})", s.gw.agent);
+    INFO(p.error << p.stderr_);
+    REQUIRE(p.status == "done");
+    CHECK(fs::exists(workspaces / ("workspace-" + s.gw.agent) / "AGENTS.md"));  // seeded there
+    auto m = s.run("set_agent_model", R"({"agent_slug":")" + s.gw.agent +
+                                          R"(","model":"openai/gpt-5","thinking":"low"})");
+    INFO(m.error << m.stderr_);
+    CHECK(m.status == "done");
+    CHECK(slurp(s.state / "openclaw.json").find("openai/gpt-5") != std::string::npos);
+    auto u = s.run("upload_file", R"({"path":"notes/today.md","content":"hello"})", s.gw.agent);
+    CHECK(u.status == "done");
+    auto sh = s.run("run_shell", R"({"argv":["id","-u"]})", s.gw.agent);
+    CHECK(sh.stdout_ == std::to_string(nobody.uid) + "\n");
+    // Everything under the runtime's state and the workspaces belongs to the agent user.
+    int files = 0;
+    for (const auto& root : {s.state, workspaces}) {
+        for (const auto& e : fs::recursive_directory_iterator(root)) {
+            struct stat st {};
+            REQUIRE(::lstat(e.path().c_str(), &st) == 0);
+            INFO(e.path());
+            CHECK(st.st_uid == nobody.uid);
+            ++files;
+        }
+    }
+    CHECK(files > 5);
+    runner.signal(SIGTERM);
+    CHECK(runner.wait(30s) == std::optional<int>(0));
 }
