@@ -123,3 +123,37 @@ TEST_CASE("the safety poll re-scans even when no notification arrives", "[notify
     ioc.restart();
     ioc.run_for(100ms);
 }
+
+TEST_CASE("stop() ends a connected listener cleanly: run() returns without an exception",
+          "[notify]") {
+    // stop() cancels the socket wait and the poll timer together; both branches of the wait
+    // fail at once, which must not escape as an error (it logged one at every clean shutdown).
+    awp::test::scoped_database db;
+    for (int i = 0; i < 5; ++i) {
+        net::io_context ioc;
+        listener l(
+            {db.daemon_dsn(), {"quiet"}, 30s, "test"}, [](const pg::notification&) {},
+            [](rescan_reason) {});
+        bool done = false;
+        std::exception_ptr escaped;
+        net::co_spawn(ioc, l.run(), [&](std::exception_ptr e) {
+            escaped = e;
+            done = true;
+        });
+        REQUIRE(run_until(
+            ioc, [&] { return l.connected(); }, 5s));
+        l.stop();
+        REQUIRE(run_until(
+            ioc, [&] { return done; }, 5s));
+        std::string what;
+        if (escaped) {
+            try {
+                std::rethrow_exception(escaped);
+            } catch (const std::exception& e) {
+                what = e.what();
+            }
+        }
+        INFO(what);
+        CHECK_FALSE(escaped);
+    }
+}

@@ -2,6 +2,7 @@
 #include "awp/core/notify.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/multiple_exceptions.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -90,6 +91,10 @@ net::awaitable<void> listener::serve(net::any_io_executor ex, pg::connection& co
             if (e.code() != net::error::operation_aborted) {
                 throw pg::connection_error(std::string("listen socket: ") + e.what());
             }
+        } catch (const net::multiple_exceptions& e) {
+            // Both waits failed together: stop() cancels the socket wait and the timer at once.
+            if (stopping_) co_return;
+            throw pg::connection_error(std::string("listen socket: ") + e.what());
         }
     }
 }
