@@ -30,12 +30,16 @@ cleanup() {
 }
 trap cleanup EXIT
 ADMIN="${AWP_PG_ADMIN_DSN/dbname=awp/dbname=$db}"
-export DATABASE_URL="postgresql://awp_daemon:${AWP_PG_DAEMON_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$db"
 export BENCH_GATEWAY=bench BENCH_GATEWAY_ID=$(psql -X -qAt "$ADMIN" -c \
   "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ('00000000-0000-0000-0000-000000000000', 'bench', 'bench', 'ready') RETURNING id" | head -1)
+# The runner connects as deployed: the gateway's own login (sql/0023, row-level security);
+# runner_bench's inserts and reads go through the same URL's database as the admin.
+gw_role=$(psql -X -qAt "$ADMIN" -c "SELECT role_name FROM awp_gateway_role('bench', '$AWP_PG_GATEWAY_PASSWORD')" | head -1)
+export DATABASE_URL="postgresql://awp_daemon:${AWP_PG_DAEMON_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$db"
+RUNNER_URL="postgresql://$gw_role:${AWP_PG_GATEWAY_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$db"
 
 start_runner() {  # a runtime that exits at once: /bin/true
-  GATEWAY_ID=bench AGENT_RUNTIME="$BIN/awp-bench-wake-stamp" AWP_INSTANCE=bench-runner LOG_LEVEL=warn SAFETY_POLL=${1:-30} \
+  DATABASE_URL=$RUNNER_URL GATEWAY_ID=bench AGENT_RUNTIME="$BIN/awp-bench-wake-stamp" AWP_INSTANCE=bench-runner LOG_LEVEL=warn SAFETY_POLL=${1:-30} \
     OPENCLAW_STATE_DIR=$OUT/home SECRETS_DIR=$OUT/secrets AWP_STATE_DIR=$OUT/state \
     "$BIN/awp-command-runner" 2>>"$OUT/runner.log" &
   runner_pid=$!
@@ -70,15 +74,22 @@ proto_db() {
   PGW=$(psql -X -qAt "$PADMIN" -c \
     "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ('00000000-0000-0000-0000-000000000000', 'bench', 'bench', 'ready') RETURNING id" | head -1)
 }
-proto() {  # $1 leasers, $2 socket|tcp, $3 result file; the database as the last run left it
+proto() {  # $1 leasers, $2 socket|tcp|gateway, $3 result file; the database as the last run left it
   local url="postgresql://awp_daemon:${AWP_PG_DAEMON_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$pdb"
   [[ $2 == socket ]] && url="postgresql://awp_daemon@/$pdb?host=$AWP_PG_SOCKET_DIR&port=$AWP_PG_PORT"
+  local lease_url=""
+  if [[ $2 == gateway ]]; then  # leasers over TCP as the gateway's own login: RLS on every statement
+    local role
+    role=$(psql -X -qAt "$PADMIN" -c "SELECT role_name FROM awp_gateway_role('$PGW', '$AWP_PG_GATEWAY_PASSWORD')" | head -1)
+    lease_url="postgresql://$role:${AWP_PG_GATEWAY_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$pdb"
+  fi
   psql -X -q "$PADMIN" -c CHECKPOINT
-  DATABASE_URL=$url BENCH_GATEWAY_ID=$PGW "$BIN/runner_bench" protocol "$PROTO_N" "$1" | tee "$OUT/$3"
+  DATABASE_URL=$url BENCH_LEASE_URL=$lease_url BENCH_GATEWAY_ID=$PGW "$BIN/runner_bench" protocol "$PROTO_N" "$1" | tee "$OUT/$3"
 }
 for leasers in 1 4; do
   proto_db; proto $leasers socket "proto$leasers.txt"
   proto_db; proto $leasers tcp "proto$leasers-tcp.txt"
+  proto_db; proto $leasers gateway "proto$leasers-gw.txt"
 done
 # The same after 30,000 commands went through the table with no vacuum since (autovacuum off for
 # it, so the figure does not depend on when autovacuum happens to run): every lease walks the
@@ -103,6 +114,8 @@ echo "== results"
 printf '%-52s %s\n' "pickup latency p50 / p99 (target <= 3 / 15 ms)" "$(val latency.txt p50_ms) / $(val latency.txt p99_ms) ms"
 printf '%-52s %s\n' "protocol, 1 leaser" "$(val proto1.txt per_second) commands/s (Unix socket), $(val proto1-tcp.txt per_second) (TCP)"
 printf '%-52s %s\n' "protocol, 4 leasers" "$(val proto4.txt per_second) commands/s (Unix socket), $(val proto4-tcp.txt per_second) (TCP)"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+printf '%-52s %s\n' "protocol as the gateway's own login (RLS), TCP" "1 leaser $(val proto1-gw.txt per_second) commands/s ($(ratio "$(val proto1-gw.txt per_second)" "$(val proto1-tcp.txt per_second)") x awp_daemon), 4 leasers $(val proto4-gw.txt per_second) ($(ratio "$(val proto4-gw.txt per_second)" "$(val proto4-tcp.txt per_second)") x)"
 printf '%-52s %s\n' "  4 leasers, after 30,000 commands, no vacuum" "$(val proto4-history.txt per_second) commands/s (Unix socket); after VACUUM: $(val proto4-vacuumed.txt per_second)"
 if [[ -f $OUT/graphile.txt ]]; then
   echo "graphile-worker (peer-graphile.sh):"; grep -iE 'default|conc|jobs/s' "$OUT/graphile.txt" | sed 's/^/    /' | head -12

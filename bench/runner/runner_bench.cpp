@@ -6,7 +6,7 @@
 //                         latency = started_at - created_at (server clock), p50/p99
 //   e2e N               - N commands inserted at once; commands/s until the real runner finished
 //   all spawn N             - cost of N spawns of /bin/true through core::process::run
-// Environment: DATABASE_URL, BENCH_GATEWAY (slug), BENCH_GATEWAY_ID.
+// Environment: DATABASE_URL, BENCH_GATEWAY (slug), BENCH_GATEWAY_ID, BENCH_LEASE_URL (optional).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -74,6 +74,10 @@ net::awaitable<void> leaser(std::string dsn, std::string slug, std::string me,
 int protocol(int n, int leasers) {
     const std::string dsn = env("DATABASE_URL"), slug = env("BENCH_GATEWAY"),
                       gw = env("BENCH_GATEWAY_ID");
+    // BENCH_LEASE_URL: the leasers' own login when it differs from the one that fills the queue
+    // (the gateway's own login may not insert commands).
+    const char* lease_env = std::getenv("BENCH_LEASE_URL");
+    const std::string lease_dsn = lease_env && *lease_env ? lease_env : dsn;
     auto c = pg::connection::connect(dsn);
     c.exec("DELETE FROM agent_commands WHERE gateway_id = $1", {gw});
     insert(c, gw, n);
@@ -84,7 +88,7 @@ int protocol(int n, int leasers) {
     for (int i = 0; i < leasers; ++i) {
         threads.emplace_back([&, i] {
             net::io_context io;
-            net::co_spawn(io, leaser(dsn, slug, "bench-" + std::to_string(i), done),
+            net::co_spawn(io, leaser(lease_dsn, slug, "bench-" + std::to_string(i), done),
                           [&](std::exception_ptr e) {
                               if (!e) return;
                               ++failed;

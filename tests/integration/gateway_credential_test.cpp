@@ -88,12 +88,14 @@ TEST_CASE(
     CHECK(one(gw, "SELECT string_agg(title, ',') FROM tasks") == "one");
     CHECK(one(gw, "SELECT string_agg(id::text, ',') FROM tenants") == w.t1);
     CHECK(one(gw, "SELECT current_tenant_id()::text") == w.t1);
+    // Of the logins' bindings, its own only.
+    CHECK(one(gw, "SELECT string_agg(gateway_id::text, ',') FROM gateway_roles") == w.a);
 
     // Tables of the platform and of the tenant's users: no privilege at all.
     for (const char* table :
-         {"app_users", "gateway_registration_tokens", "gateway_roles", "workspace", "contacts",
-          "routines", "collections", "collection_records", "knowledge_folders", "plugins",
-          "task_comments", "work_products", "agent_usage", "knowledge_item_versions"}) {
+         {"app_users", "gateway_registration_tokens", "workspace", "contacts", "routines",
+          "collections", "collection_records", "knowledge_folders", "plugins", "task_comments",
+          "work_products", "agent_usage", "knowledge_item_versions"}) {
         INFO(table);
         CHECK(sqlstate_of([&] { gw.exec(std::string("SELECT 1 FROM ") + table + " LIMIT 1"); }) ==
               "42501");
