@@ -8,11 +8,18 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${AWP_BUILD_DIR:-$REPO/build}
 STATE=${AWP_STATE_DIR:-$REPO/.awp}
 
+step() { echo "run-stack: [$1/5] $2" >&2; }
+step 1 "Debian packages (scripts/install-deps.sh)"
 "$REPO/scripts/install-deps.sh"
-"$REPO/scripts/build.sh"
+# Only what the stack runs: the five daemons and awpctl, not the tests and benchmarks.
+step 2 "building the daemons and awpctl (scripts/build.sh)"
+AWP_BUILD_TARGETS="awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler awpctl" \
+  "$REPO/scripts/build.sh"
 # The agent runtime the runner and the dispatcher drive (openclaw from npm; they check its
 # version at start). An AGENT_RUNTIME set in .awp/stack.env or the environment wins.
+step 3 "the agent runtime (scripts/install-runtime.sh)"
 runtime_wrapper=$("$REPO/scripts/install-runtime.sh")
+step 4 "the project's Postgres cluster, migrations and logins (scripts/pg-cluster.sh up)"
 AWPCTL=$BUILD/bin/awpctl "$REPO/scripts/pg-cluster.sh" up
 
 set -a
@@ -53,6 +60,7 @@ set +a
 unset AWP_PG_ADMIN_DSN AWP_PG_DAEMON_PASSWORD AWP_PG_API_PASSWORD AWP_PG_GATEWAY_PASSWORD
 mkdir -p "$AWP_CONFIG_DIR" "${OPENCLAW_STATE_DIR:-$STATE/openclaw}" "$SECRETS_DIR" "$AWP_STATE_DIR"
 
+step 5 "starting the five daemons"
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
 pids=()
 signal_all() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; }
