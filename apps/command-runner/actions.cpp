@@ -261,8 +261,11 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
     if (a == "remove") {
         // The runtime unregisters the agent and prunes its workspace; awp drops the channel
         // token files it wrote for it (the secrets sync drops the env file with the row).
-        const std::string id = runtime_id(p, agent_slug_of(cmd, p));
+        const std::string slug = agent_slug_of(cmd, p);
+        const std::string id = runtime_id(p, slug);
         plan out = spawn_plan(cfg, rt.delete_agent(id));
+        out.fields["agent_slug"] = slug;
+        out.fields["agent_id"] = id;
         std::vector<std::string> rm = {"rm", "-f", "--"};
         for (const auto& ch : kChatChannels)
             rm.push_back(cfg.channel_token_dir() + "/" + id + "." + ch + ".token");

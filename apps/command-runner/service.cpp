@@ -527,6 +527,21 @@ net::awaitable<void> runner_service::handle(command_row cmd) {
             co_return;
         }
     }
+    if (cmd.action == "provision" || cmd.action == "remove") {
+        // Two agents whose slugs the runtime maps to one id (Ana, ana) would be one agent in
+        // the runtime: a second provision would take over the first, a remove delete both.
+        const auto other =
+            co_await shared_runtime_id(cmd, p.fields.at("agent_slug"), p.fields.at("agent_id"));
+        if (!other.empty()) {
+            co_await fail(
+                db_, cmd, std::nullopt,
+                cmd.action + ": agent \"" + p.fields.at("agent_slug") + "\" and agent \"" + other +
+                    "\" of this gateway are the same agent in the runtime (id \"" +
+                    p.fields.at("agent_id") + "\"); rename one of them; nothing was changed",
+                "", "", "");
+            co_return;
+        }
+    }
     switch (p.kind) {
         case plan_kind::spawn:
         case plan_kind::provision:
@@ -593,6 +608,23 @@ std::string read_text(const std::string& path) {
 }
 
 }  // namespace
+
+net::awaitable<std::string> runner_service::shared_runtime_id(const command_row& cmd,
+                                                              std::string slug, std::string id) {
+    auto r = co_await db_.query(
+        "SELECT a.slug FROM public.agents a JOIN public.agent_commands c ON c.gateway_id = "
+        "a.gateway_id AND c.tenant_id = a.tenant_id WHERE c.id = $1::uuid AND a.slug <> $2 "
+        "ORDER BY a.slug",
+        cmd.id, slug);
+    for (int i = 0; i < r.size(); ++i) {
+        const auto other = r.get<std::string>(i, 0);
+        try {
+            if (runtime::agent_id(other) == id) co_return other;
+        } catch (const core::error&) {  // a slug the runtime cannot hold maps to no id
+        }
+    }
+    co_return std::string();
+}
 
 std::string runner_service::read_runtime_file(const std::string& path) const {
     // The runtime's files are the agent user's (0600 as the runtime writes them).

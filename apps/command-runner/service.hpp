@@ -105,6 +105,9 @@ private:
     /// as_agent: the process runs as AGENT_USER when it is set (everything but host operations).
     core::process::spawn_options child_options(std::vector<std::string> argv,
                                                bool as_agent = true) const;
+    /// Another agent of the command's gateway whose slug maps to the same runtime id, or "".
+    boost::asio::awaitable<std::string> shared_runtime_id(const command_row& cmd, std::string slug,
+                                                          std::string id);
     /// A file of the runtime's state, read as AGENT_USER when set (it owns them).
     std::string read_runtime_file(const std::string& path) const;
 

@@ -887,3 +887,33 @@ TEST_CASE(
     CHECK(ok.status == "done");
     CHECK(std::filesystem::exists(marker));
 }
+
+TEST_CASE(
+    "runner: two agents the runtime would hold as one (slugs Ana and ana) are refused at "
+    "provision and at remove, and the runtime is never called",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);  // agent slug "ana-<6 hex>"
+    std::string twin = gw.agent;
+    twin[0] = 'A';  // "Ana-<6 hex>": the runtime's id of both is "ana-<6 hex>"
+    REQUIRE(awp::runtime::agent_id(twin) == awp::runtime::agent_id(gw.agent));
+    admin.exec("INSERT INTO agents (tenant_id, name, slug, gateway_id) VALUES ($1, $2, $2, $3)",
+               {kDefaultTenant, twin, gw.id});
+    sandbox box;
+    running_runner r(base_config(db, box, gw.slug));
+    for (const auto& [action, slug] :
+         {std::pair<std::string, std::string>{"provision", twin}, {"remove", gw.agent}}) {
+        const auto id = enqueue(admin, gw.id, action, R"({"channel":"none"})", slug);
+        auto s = wait_finished(admin, id);
+        INFO(action << ": " << s.error);
+        CHECK(s.status == "failed");
+        CHECK_THAT(s.error, Catch::Contains("are the same agent in the runtime"));
+        CHECK_THAT(s.error, Catch::Contains("nothing was changed"));
+    }
+    CHECK(box.calls().empty());
+    // The twin gone, remove goes ahead.
+    admin.exec("DELETE FROM agents WHERE slug = $1", {twin});
+    const auto ok = enqueue(admin, gw.id, "remove", "{}", gw.agent);
+    CHECK(wait_finished(admin, ok).status == "done");
+}
