@@ -917,3 +917,33 @@ TEST_CASE(
     const auto ok = enqueue(admin, gw.id, "remove", "{}", gw.agent);
     CHECK(wait_finished(admin, ok).status == "done");
 }
+
+TEST_CASE(
+    "runner: provision with a template this gateway does not have, or a channel token file it "
+    "cannot write, is refused before the runtime is called",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    auto cfg = base_config(db, box, gw.slug);
+    running_runner r(cfg);
+    auto s = wait_finished(
+        admin, enqueue(admin, gw.id, "provision",
+                       R"({"channel":"none","source_template":"no-such-template"})", gw.agent));
+    CHECK(s.status == "failed");
+    CHECK_THAT(s.error, Catch::Contains("template \"no-such-template\" does not exist"));
+    // The channel tokens' folder is a file: the token cannot be written.
+    admin.exec(
+        "INSERT INTO secrets (tenant_id, gateway_id, agent_id, key, encrypted_value) VALUES ($1, "
+        "$2, $3, 'TELEGRAM_BOT_TOKEN', $4)",
+        {kDefaultTenant, gw.id, gw.agent_id,
+         awp::core::crypto::encrypt_secret("tg-1:X", cfg.service_role_key)});
+    std::filesystem::create_directories(cfg.secrets_dir);
+    std::ofstream(cfg.secrets_dir + "/channels") << "not a folder";
+    auto t = wait_finished(admin, enqueue(admin, gw.id, "provision", "{}", gw.agent));
+    CHECK(t.status == "failed");
+    CHECK_THAT(t.error, Catch::Contains("cannot write the channel token file"));
+    CHECK_THAT(t.error + t.stdout_ + t.stderr_, !Catch::Contains("tg-1:X"));
+    CHECK(box.calls().empty());
+}
