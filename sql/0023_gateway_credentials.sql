@@ -85,63 +85,43 @@ AS $$
 $$;
 GRANT EXECUTE ON FUNCTION public.current_tenant_id() TO awp_gateway;
 
--- Table privileges and policies of a gateway role: the rows of the session's gateway, or of its
--- tenant; each lookup an InitPlan, evaluated once per statement.
-GRANT SELECT ON public.gateways TO awp_gateway;
-GRANT UPDATE (last_seen_at, last_heartbeat_at, status) ON public.gateways TO awp_gateway;
-CREATE POLICY gateway_own ON public.gateways FOR ALL TO awp_gateway
-  USING (id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user))
-  WITH CHECK (id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user));
-
-GRANT SELECT ON public.agents TO awp_gateway;
-CREATE POLICY gateway_own ON public.agents FOR SELECT TO awp_gateway
-  USING (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user));
-
--- Secrets: its own gateway's (gateway-wide and of its agents); it writes only the sync status.
-GRANT SELECT ON public.secrets TO awp_gateway;
-GRANT UPDATE (sync_status, sync_error, last_synced_at) ON public.secrets TO awp_gateway;
-CREATE POLICY gateway_own ON public.secrets FOR ALL TO awp_gateway
-  USING (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user))
-  WITH CHECK (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user));
-
--- Queues: leases and transitions go through the RPCs; no INSERT, no DELETE.
-GRANT SELECT, UPDATE ON public.agent_commands TO awp_gateway;
-CREATE POLICY gateway_own ON public.agent_commands FOR ALL TO awp_gateway
-  USING (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user))
-  WITH CHECK (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user));
-
-GRANT SELECT, UPDATE ON public.agent_inbox_items TO awp_gateway;
-CREATE POLICY gateway_own ON public.agent_inbox_items FOR ALL TO awp_gateway
-  USING (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user))
-  WITH CHECK (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user));
-
-GRANT SELECT, INSERT, UPDATE ON public.daemon_heartbeats TO awp_gateway;
-CREATE POLICY gateway_own ON public.daemon_heartbeats FOR ALL TO awp_gateway
-  USING (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user))
-  WITH CHECK (gateway_id = (SELECT r.gateway_id FROM public.gateway_roles r WHERE r.role_name = session_user));
-
--- What its agents work on, of its tenant: knowledge to embed, tasks an inbox item names, the
--- source connections source_write uses.
-GRANT SELECT, UPDATE ON public.knowledge_items TO awp_gateway;
-CREATE POLICY gateway_tenant ON public.knowledge_items FOR ALL TO awp_gateway
-  USING (tenant_id = (SELECT r.tenant_id FROM public.gateway_roles r WHERE r.role_name = session_user))
-  WITH CHECK (tenant_id = (SELECT r.tenant_id FROM public.gateway_roles r WHERE r.role_name = session_user));
-
-GRANT SELECT, INSERT, UPDATE, DELETE ON public.knowledge_chunks TO awp_gateway;
-CREATE POLICY gateway_tenant ON public.knowledge_chunks FOR ALL TO awp_gateway
-  USING (tenant_id = (SELECT r.tenant_id FROM public.gateway_roles r WHERE r.role_name = session_user))
-  WITH CHECK (tenant_id = (SELECT r.tenant_id FROM public.gateway_roles r WHERE r.role_name = session_user));
-
+-- Table privileges and policies of a gateway role, one row per table: the privileges, the
+-- command the policy covers, and whose rows: its gateway's (`gateway`: the column naming the
+-- gateway) or its tenant's (`tenant`). Each lookup of the session's gateway is an InitPlan,
+-- evaluated once per statement.
 DO $$
 DECLARE
-  t text;
+  r record;
+  v_rows text;
 BEGIN
-  FOREACH t IN ARRAY ARRAY['tasks', 'task_relations', 'source_connections', 'tenants']
+  FOR r IN SELECT * FROM (VALUES
+    -- Its gateway's row: only the heartbeat columns are writable.
+    ('gateways', 'SELECT, UPDATE (last_seen_at, last_heartbeat_at, status)', 'ALL', 'gateway', 'id'),
+    ('agents', 'SELECT', 'SELECT', 'gateway', 'gateway_id'),
+    -- Secrets: gateway-wide and of its agents; it writes only the sync status.
+    ('secrets', 'SELECT, UPDATE (sync_status, sync_error, last_synced_at)', 'ALL', 'gateway', 'gateway_id'),
+    -- Queues: leases and transitions go through the RPCs; no INSERT, no DELETE.
+    ('agent_commands', 'SELECT, UPDATE', 'ALL', 'gateway', 'gateway_id'),
+    ('agent_inbox_items', 'SELECT, UPDATE', 'ALL', 'gateway', 'gateway_id'),
+    ('daemon_heartbeats', 'SELECT, INSERT, UPDATE', 'ALL', 'gateway', 'gateway_id'),
+    -- What its agents work on, of its tenant: knowledge to embed, tasks an inbox item names,
+    -- the source connections source_write uses.
+    ('knowledge_items', 'SELECT, UPDATE', 'ALL', 'tenant', 'tenant_id'),
+    ('knowledge_chunks', 'SELECT, INSERT, UPDATE, DELETE', 'ALL', 'tenant', 'tenant_id'),
+    ('tasks', 'SELECT', 'SELECT', 'tenant', 'tenant_id'),
+    ('task_relations', 'SELECT', 'SELECT', 'tenant', 'tenant_id'),
+    ('source_connections', 'SELECT', 'SELECT', 'tenant', 'tenant_id'),
+    ('tenants', 'SELECT', 'SELECT', 'tenant', 'id'))
+    AS t (tbl, privileges, cmd, whose, col)
   LOOP
-    EXECUTE format('GRANT SELECT ON public.%I TO awp_gateway', t);
-    EXECUTE format('CREATE POLICY gateway_tenant ON public.%I FOR SELECT TO awp_gateway USING (%I = '
-                   '(SELECT r.tenant_id FROM public.gateway_roles r WHERE r.role_name = session_user))', t,
-                   CASE WHEN t = 'tenants' THEN 'id' ELSE 'tenant_id' END);
+    EXECUTE format('GRANT %s ON public.%I TO awp_gateway', r.privileges, r.tbl);
+    -- The rows it may see and write: the table's column against the session's binding.
+    v_rows := format('%I = (SELECT g.%I FROM public.gateway_roles g WHERE g.role_name = session_user)',
+                     r.col, CASE WHEN r.whose = 'gateway' THEN 'gateway_id' ELSE 'tenant_id' END);
+    EXECUTE format('CREATE POLICY %I ON public.%I FOR %s TO awp_gateway USING (%s)%s',
+                   CASE WHEN r.whose = 'gateway' THEN 'gateway_own' ELSE 'gateway_tenant' END,
+                   r.tbl, r.cmd, v_rows,
+                   CASE WHEN r.cmd = 'ALL' THEN ' WITH CHECK (' || v_rows || ')' ELSE '' END);
   END LOOP;
 END
 $$;
