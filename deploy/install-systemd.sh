@@ -10,16 +10,18 @@
 #   install-systemd.sh --update [--system|--user]   (after a pull: units rendered again, settings
 #     kept, daemon-reload, the running daemons restarted without waiting; the runner's
 #     update_gateway in service_manager mode; mode: --user unless root)
+#   install-systemd.sh --adopt-layout-only [--root DIR]   (as root: only the agent user's folders
+#     made or adopted from an older install; AWP_DAEMON_USER, AWP_AGENT_USER name the users)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mode=system
-bindir='' datadir='' docdir='' root='' render_only='' now=0 enable=1 update=0 mode_given=0
+bindir='' datadir='' docdir='' root='' render_only='' now=0 enable=1 update=0 mode_given=0 adopt_only=0
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
 
 die() { echo "install-systemd: $*" >&2; exit 2; }
 say() { echo "install-systemd: $*" >&2; }
-usage() { sed -n '2,13p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
   case $1 in
@@ -34,6 +36,8 @@ while (($#)); do
     --now) now=1 ;;
     --no-enable) enable=0 ;;
     -h|--help) usage; exit 0 ;;
+    # For tests: the layout adoption alone, under a root prefix, with the given users.
+    --adopt-layout-only) adopt_only=1 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
   shift
@@ -108,6 +112,60 @@ if ((staged == 0)) && [[ $mode == system && $(id -u) -ne 0 ]]; then
   die "system mode needs root (or use --user)"
 fi
 
+# The folders of the agent user's layout, made or adopted from the layout before it (every
+# file under /var/lib/awp/.openclaw the awp user's, awp's secrets and the workspaces inside it):
+#   the runtime's state          /var/lib/awp/.openclaw      agent user, 0700
+#   the agents' workspaces       /var/lib/awp/workspaces     agent user, its group, setgid 2770;
+#                                each workspace-<slug> moved here, a symlink left where the
+#                                runtime's config names it
+#   awp's secrets                /var/lib/awp/secrets        awp, 0700 (moved out of .openclaw)
+#   the channel tokens           .openclaw/awp-channels      agent user (the runtime reads them);
+#                                .openclaw/secrets/channels a symlink to it, for the config
+# Idempotent. adopt_layout <root prefix> <daemon user> <agent user>
+adopt_layout() {
+  local prefix=$1 daemon=$2 agent=$3 dg ag state rt ws sec w name
+  dg=$(id -gn "$daemon") ag=$(id -gn "$agent")
+  state=$prefix/var/lib/awp rt=$state/.openclaw ws=$state/workspaces sec=$state/secrets
+  install -d -o "$daemon" -g "$dg" -m 0755 "$state"
+  install -d -o "$agent" -g "$ag" -m 0700 "$rt"
+  install -d -o "$agent" -g "$ag" -m 2770 "$ws"
+  if [[ -d $rt/secrets && ! -L $rt/secrets && ! -e $rt/secrets/.awp-moved ]]; then
+    if [[ -e $sec && -n $(ls -A "$sec") ]]; then
+      die "both $rt/secrets and $sec hold files: merge them into $sec by hand, then run this again"
+    fi
+    rm -rf "$sec"
+    mv "$rt/secrets" "$sec"
+    say "moved awp's secrets out of the runtime's folder to $sec"
+  fi
+  install -d -o "$daemon" -g "$dg" -m 0700 "$sec"
+  chown -R -h "$daemon:$dg" "$sec"
+  # Channel tokens the runtime was given (--token-file) under the old secrets folder.
+  if [[ -d $sec/channels ]]; then
+    install -d -o "$agent" -g "$ag" -m 0700 "$rt/awp-channels"
+    find "$sec/channels" -maxdepth 1 -type f -name '*.token' -exec mv -n -t "$rt/awp-channels" {} +
+    rmdir "$sec/channels" 2>/dev/null || true
+    install -d -o "$agent" -g "$ag" -m 0700 "$rt/secrets"
+    : >"$rt/secrets/.awp-moved"
+    [[ -e $rt/secrets/channels ]] || ln -s ../awp-channels "$rt/secrets/channels"
+  fi
+  for w in "$rt"/workspace-*; do
+    [[ -d $w && ! -L $w ]] || continue
+    name=${w##*/}
+    [[ -e $ws/$name ]] && die "$ws/$name exists already: move $w by hand"
+    mv "$w" "$ws/$name"
+    ln -s "/var/lib/awp/workspaces/$name" "$w"
+    say "moved $name to $ws (a link left where the runtime's config names it)"
+  done
+  chown -R -h "$agent:$ag" "$rt" "$ws"
+  find "$ws" -mindepth 1 -type d -exec chmod g+rwxs {} +
+  find "$ws" -mindepth 1 -type f -exec chmod g+rw {} +
+}
+
+if ((adopt_only)); then
+  adopt_layout "$root" "${AWP_DAEMON_USER:-awp}" "${AWP_AGENT_USER:-awp-agent}"
+  exit 0
+fi
+
 random_hex() {
   if command -v openssl >/dev/null; then openssl rand -hex 32; else od -An -N32 -tx1 /dev/urandom | tr -d ' \n'; fi
 }
@@ -160,10 +218,7 @@ if [[ $mode == system ]]; then
       say "created the system user awp-agent"
     fi
     usermod -a -G awp-agent awp
-    install -d -o awp -g awp -m 0755 /var/lib/awp
-    install -d -o awp-agent -g awp-agent -m 0700 /var/lib/awp/.openclaw
-    install -d -o awp-agent -g awp-agent -m 2770 /var/lib/awp/workspaces
-    install -d -o awp -g awp -m 0700 /var/lib/awp/secrets
+    adopt_layout "" awp awp-agent
   fi
 fi
 
