@@ -21,7 +21,7 @@ daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder aw
 
 die() { echo "install-systemd: $*" >&2; exit 2; }
 say() { echo "install-systemd: $*" >&2; }
-usage() { sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
   case $1 in
