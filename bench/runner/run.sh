@@ -8,7 +8,8 @@
 #   end-to-end commands/s of the real runner with a runtime that exits at once, beside the cost
 #     of the spawns alone;
 #   the idle runner's RSS, CPU and wake-ups between safety polls.
-# Usage: bench/runner/run.sh [build dir]   (the project cluster must be up: scripts/pg-cluster.sh)
+# Usage: bench/runner/run.sh [build dir]   (on a fresh checkout too: it builds what it runs, starts
+# the project's cluster and makes the template database when missing; bench/common.sh)
 # PEERS=0 skips the peer scripts. Results also go to $OUT (default /tmp/awp-runner-bench).
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -19,7 +20,10 @@ SHARED=${SHARED:-$REPO/../shared/bench}
 PEERS=${PEERS:-1}
 LAT_N=${LAT_N:-1000}; PROTO_N=${PROTO_N:-10000}; E2E_N=${E2E_N:-2000}
 mkdir -p "$OUT"
-set -a; . "$REPO/.awp/cluster.env"; set +a
+rm -f "$OUT/graphile.txt" "$OUT/pglimit.txt"  # only this run's peers are printed
+# shellcheck source=bench/common.sh
+. "$REPO/bench/common.sh"
+bench_prepare "$BUILD" awp-command-runner runner_bench awp-bench-wake-stamp
 
 db=awp_bench_runner_$$
 psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db TEMPLATE awp_test_template"
@@ -30,8 +34,10 @@ cleanup() {
 }
 trap cleanup EXIT
 ADMIN="${AWP_PG_ADMIN_DSN/dbname=awp/dbname=$db}"
-export BENCH_GATEWAY=bench BENCH_GATEWAY_ID=$(psql -X -qAt "$ADMIN" -c \
+BENCH_GATEWAY=bench
+BENCH_GATEWAY_ID=$(psql -X -qAt "$ADMIN" -c \
   "INSERT INTO gateways (tenant_id, slug, label, status) VALUES ('00000000-0000-0000-0000-000000000000', 'bench', 'bench', 'ready') RETURNING id" | head -1)
+export BENCH_GATEWAY BENCH_GATEWAY_ID
 # The runner connects as deployed: the gateway's own login (sql/0023, row-level security);
 # runner_bench's inserts and reads go through the same URL's database as the admin.
 gw_role=$(psql -X -qAt "$ADMIN" -c "SELECT role_name FROM awp_gateway_role('bench', '$AWP_PG_GATEWAY_PASSWORD')" | head -1)
@@ -102,7 +108,6 @@ psql -X -q "$PADMIN" -c "VACUUM agent_commands"
 proto 4 socket proto4-vacuumed.txt
 psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $pdb WITH (FORCE)"
 
-gw1=n/a; gw4=n/a; pgl=n/a
 if [[ $PEERS == 1 ]]; then
   JOBS=$PROTO_N CONCS="1 4" LAT_SAMPLES=200 bash "$SHARED/peer-graphile.sh" >"$OUT/graphile.txt" 2>&1 || echo "graphile peer failed (see $OUT/graphile.txt)"
   DUR=10 CLIENTS="1 4" bash "$SHARED/pg-limit.sh" >"$OUT/pglimit.txt" 2>&1 || echo "pg-limit failed (see $OUT/pglimit.txt)"
