@@ -23,6 +23,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "awp/core/channels.hpp"
 #include "awp/core/child_env.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/gateway.hpp"
@@ -380,10 +381,8 @@ net::awaitable<void> runner_service::run() {
     secrets_due_ = false;
 
     auto ex = co_await net::this_coro::executor;
-    std::string gw = gateway_id_;
-    gw.erase(std::remove(gw.begin(), gw.end(), '-'), gw.end());
-    const std::string commands_channel = "awp_commands_" + gw,
-                      secrets_channel = "awp_secrets_" + gw;
+    const std::string commands_channel = core::channels::commands(gateway_id_),
+                      secrets_channel = core::channels::secrets(gateway_id_);
     core::queue_options qo;
     qo.name = "commands";
     qo.concurrency = 1;

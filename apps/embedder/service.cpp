@@ -17,6 +17,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "awp/core/channels.hpp"
 #include "awp/core/crypto.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/gateway.hpp"
@@ -287,7 +288,7 @@ net::awaitable<void> service::run() {
     if (cfg_.indexing) {
         core::listener_options lo;
         lo.dsn = cfg_.common.database_url;
-        lo.channels = {"awp_embed"};
+        lo.channels = {std::string(core::channels::kEmbed)};
         lo.safety_poll = cfg_.common.safety_poll();
         lo.name = "embed";
         listener_ = std::make_unique<core::listener>(

@@ -14,6 +14,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "awp/core/channels.hpp"
 #include "awp/core/child_env.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/gateway.hpp"
@@ -189,8 +190,7 @@ net::awaitable<void> service::run() {
     auto ex = co_await net::this_coro::executor;
     co_await resolve_gateway();
     if (stopping_) co_return;
-    std::string channel = "awp_inbox_" + gateway_id_;
-    channel.erase(std::remove(channel.begin(), channel.end(), '-'), channel.end());
+    const std::string channel = core::channels::inbox(gateway_id_);
     log::info("starting", {{"gateway_id", gateway_id_},
                            {"gateway_slug", gateway_slug_},
                            {"channel", channel},

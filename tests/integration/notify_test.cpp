@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "awp/core/channels.hpp"
 #include "awp/core/notify.hpp"
 #include "support/private_cluster.hpp"
 #include "support/test_db.hpp"
@@ -156,4 +157,52 @@ TEST_CASE("stop() ends a connected listener cleanly: run() returns without an ex
         INFO(what);
         CHECK_FALSE(escaped);
     }
+}
+
+TEST_CASE("integration: the channel names of core::channels are the ones the SQL notifies",
+          "[notify][protocol]") {
+    // The daemons LISTEN on core::channels; the triggers pg_notify names spelled in SQL. Each
+    // queue write must reach the channel the daemon listens on, and only that one.
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    const std::string tenant = "00000000-0000-0000-0000-000000000000";
+    const auto gw = std::string(
+        admin
+            .exec("INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, "
+                  "'ready') RETURNING id::text",
+                  {tenant, awp::test::random_name("gw")})
+            .text(0, 0));
+    const auto agent = std::string(
+        admin
+            .exec("INSERT INTO agents (tenant_id, name, slug, gateway_id, status) VALUES ($1, "
+                  "'Ana', $2, $3, 'ready') RETURNING id::text",
+                  {tenant, awp::test::random_name("ana"), gw})
+            .text(0, 0));
+    auto listener = db.daemon();
+    const std::set<std::string> expected = {channels::commands(gw), channels::inbox(gw),
+                                            channels::secrets(gw), std::string(channels::kEmbed)};
+    for (const auto& ch : expected) listener.exec("LISTEN " + listener.quote_identifier(ch));
+
+    admin.exec(
+        "INSERT INTO agent_commands (tenant_id, agent_id, action, payload) VALUES ($1, $2, "
+        "'update', '{}')",
+        {tenant, agent});
+    admin.exec("SELECT awp_enqueue_inbox_item($1, $2, 'heartbeat', 'k1', 't', 's', '{}')",
+               {tenant, agent});
+    admin.exec(
+        "INSERT INTO secrets (tenant_id, gateway_id, key, encrypted_value) VALUES ($1, $2, 'K', "
+        "'enc:v1:aaaa.bbbb.cccc')",
+        {tenant, gw});
+    admin.exec(
+        "INSERT INTO knowledge_items (tenant_id, kind, title, plain_text) VALUES ($1, "
+        "'page', 'T', 'x')",
+        {tenant});
+
+    std::set<std::string> seen;
+    for (int i = 0; i < 100 && seen.size() < expected.size(); ++i) {
+        for (const auto& n : listener.drain_notifications()) seen.insert(n.channel);
+        if (seen.size() < expected.size()) std::this_thread::sleep_for(20ms);
+    }
+    CHECK(seen == expected);
+    CHECK(channels::commands(gw).size() <= 63);  // Postgres's identifier limit
 }
