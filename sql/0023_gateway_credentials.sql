@@ -174,7 +174,9 @@ $$;
 -- the gateway. For an administrator's session only (CREATEROLE; executable by no API role).
 -- The role is awp_gw_<gateway id, 32 hex> unless p_role names one (awp_gw_<a-z0-9_>: a stack
 -- that must know it in advance, such as the compose file); binding the gateway to another role
--- unbinds the one before. The password is stored as SCRAM (password_encryption).
+-- unbinds the one before. p_password is best a SCRAM verifier ("SCRAM-SHA-256$...", what awpctl
+-- sends: the password itself never reaches the server), stored as it is; a plain password is
+-- hashed by the server (password_encryption).
 CREATE FUNCTION public.awp_gateway_role(p_gateway text, p_password text, p_role text DEFAULT NULL)
 RETURNS TABLE (role_name text, gateway_id uuid, tenant_id uuid, slug text)
 LANGUAGE plpgsql

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include <libpq-fe.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -25,10 +26,11 @@ SELECT t.token, t.token_id::text, t.tenant_id::text, t.expires_at::text
   FROM public.issue_gateway_token($1::uuid, $2, $3::integer, $4) t
 )SQL";
 
+// $2 is the password's SCRAM verifier, never the password: nothing the server logs or keeps
+// (log_statement, pg_stat_statements) holds it.
 constexpr const char* kRoleSql = R"SQL(
 SELECT r.role_name, r.gateway_id::text, r.tenant_id::text, r.slug,
-       'postgresql://' || r.role_name || ':' || $2 || '@127.0.0.1:' ||
-         pg_catalog.current_setting('port') || '/' || pg_catalog.current_database()
+       pg_catalog.current_setting('port'), pg_catalog.current_database()
   FROM public.awp_gateway_role($1, $2, $3) r
 )SQL";
 
@@ -55,13 +57,16 @@ bool url_safe(const std::string& s) {
     return true;
 }
 
-std::string new_password() {
-    static constexpr char kHex[] = "0123456789abcdef";
-    std::string out;
-    for (const unsigned char b : core::crypto::random_bytes(24)) {
-        out += kHex[b >> 4];
-        out += kHex[b & 15];
+// The SCRAM-SHA-256 verifier of the password, computed here by libpq (the role name plays no
+// part in a SCRAM verifier); the server stores it as it is.
+std::string scram_verifier(core::pg::connection& conn, const std::string& password) {
+    char* v = PQencryptPasswordConn(conn.native(), password.c_str(), "", "scram-sha-256");
+    if (v == nullptr) {
+        throw core::error(std::string("cannot hash the password: ") +
+                          PQerrorMessage(conn.native()));
     }
+    std::string out(v);
+    PQfreemem(v);
     return out;
 }
 
@@ -75,7 +80,7 @@ int issue_credential(const context& ctx, const credential_options& o) {
                 "~");
         }
     } else {
-        password = new_password();
+        password = core::crypto::hex_encode(core::crypto::random_bytes(24));
     }
     auto conn = core::pg::connection::connect(ctx.database_url);
     if (o.create) {
@@ -90,23 +95,27 @@ int issue_credential(const context& ctx, const credential_options& o) {
     }
     std::optional<std::string> role;
     if (!o.role.empty()) role = o.role;
-    const auto r = conn.exec(kRoleSql, {o.gateway, password, role});
+    const auto r = conn.exec(kRoleSql, {o.gateway, scram_verifier(conn, password), role});
+    const std::string url = "postgresql://" + r.get<std::string>(0, 0) + ":" + password +
+                            "@127.0.0.1:" + r.get<std::string>(0, 4) + "/" +
+                            r.get<std::string>(0, 5);
     if (ctx.json) {
         rapidjson::StringBuffer buf;
         rapidjson::Writer<rapidjson::StringBuffer> w(buf);
         w.StartObject();
-        for (const auto& [key, col] :
-             {std::pair{"role", 0}, std::pair{"gateway_id", 1}, std::pair{"tenant_id", 2},
-              std::pair{"slug", 3}, std::pair{"database_url", 4}}) {
+        for (const auto& [key, col] : {std::pair{"role", 0}, std::pair{"gateway_id", 1},
+                                       std::pair{"tenant_id", 2}, std::pair{"slug", 3}}) {
             w.Key(key);
             const auto v = r.get<std::string>(0, col);
             w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
         }
+        w.Key("database_url");
+        w.String(url.c_str(), static_cast<rapidjson::SizeType>(url.size()));
         w.EndObject();
         std::cout << buf.GetString() << "\n";
     } else {
         // The DSN alone on stdout: DATABASE_URL=$(awpctl gateway credential edge) works.
-        std::cout << r.get<std::string>(0, 4) << "\n";
+        std::cout << url << "\n";
         std::cerr << "login role " << r.get<std::string>(0, 0) << " of gateway "
                   << r.get<std::string>(0, 3) << " (" << r.get<std::string>(0, 1)
                   << "): it reaches this gateway's rows only; the password is not shown again "
