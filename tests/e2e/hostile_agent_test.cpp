@@ -303,8 +303,11 @@ TEST_CASE(
             {kDefaultTenant, d.gw.agent_id});
         REQUIRE(eventually(
             [&] {
+                // Written by the wake with a shell redirect: complete once its last field is.
                 for (const auto& e : fs::directory_iterator(d.wakes))
-                    if (e.path().extension() == ".status") return true;
+                    if (e.path().extension() == ".status" &&
+                        read_all(e.path()).find("CapAmb:") != std::string::npos)
+                        return true;
                 return false;
             },
             20s));
