@@ -386,9 +386,7 @@ net::awaitable<void> runner_service::run() {
     core::queue_options qo;
     qo.name = "commands";
     qo.concurrency = 1;
-    driver_ = std::make_unique<core::queue_driver<command_row>>(
-        ex, qo, [this]() { return lease(); },
-        [this](command_row c) { return handle(std::move(c)); });
+    driver_ = std::make_unique<core::queue_driver<command_queue>>(ex, queue_, qo);
     core::listener_options lo;
     lo.dsn = cfg_.database_url;
     lo.channels = {commands_channel, secrets_channel};
@@ -431,6 +429,22 @@ net::awaitable<void> runner_service::run() {
 }
 
 // ---- the queue ---------------------------------------------------------------------------
+
+net::awaitable<core::lease_batch<command_row>> command_queue::lease(std::size_t) {
+    core::lease_batch<command_row> b;
+    if (auto c = co_await svc.lease()) b.items.push_back(std::move(*c));
+    co_return b;
+}
+
+net::awaitable<command_queue::outcome> command_queue::work(command_row& cmd, std::size_t) {
+    co_await svc.handle(cmd);
+    co_return outcome{};
+}
+
+net::awaitable<void> command_queue::finish(const command_row& cmd, const outcome& out,
+                                           std::size_t) {
+    if (!out.crash.empty()) co_await svc.fail(svc.db_, cmd, std::nullopt, out.crash, "", "", "");
+}
 
 namespace {
 

@@ -28,6 +28,22 @@ namespace awp::runner {
 namespace net = boost::asio;
 
 struct auth_flow;
+class runner_service;
+
+/// The runner's side of core::queue_driver: one command at a time (service.cpp).
+struct command_queue {
+    using row_type = command_row;
+    struct outcome_type {
+        std::string crash;  // the handler threw: failed with this error
+    };
+    using outcome = outcome_type;
+    runner_service& svc;
+    net::awaitable<core::lease_batch<command_row>> lease(std::size_t room);
+    net::awaitable<outcome> work(command_row& cmd, std::size_t slot);
+    outcome failed(const command_row&, std::string what) { return {std::move(what)}; }
+    net::awaitable<void> finish(const command_row& cmd, const outcome& out, std::size_t slot);
+    void settled(const command_row&, const outcome&, core::finish_status) {}
+};
 
 class runner_service : public core::daemon::service {
 public:
@@ -119,7 +135,9 @@ private:
     core::pg::session db_;     // the lease loop's connection (one command at a time)
     core::pg::session hk_db_;  // heartbeat and periodic secrets sync
     std::unique_ptr<core::listener> listener_;
-    std::unique_ptr<core::queue_driver<command_row>> driver_;
+    friend struct command_queue;
+    command_queue queue_{*this};
+    std::unique_ptr<core::queue_driver<command_queue>> driver_;
     core::event housekeeping_wake_, flows_idle_;
     std::map<std::string, std::shared_ptr<auth_flow>> flows_;
     std::optional<final_transition> final_;   // see complete()

@@ -1,5 +1,5 @@
-// The embedder's indexing loop (lease -> extract -> chunk -> embed off the io thread -> mark) and
-// its HTTP endpoints.
+// The embedder's service: the indexing queue (indexer.hpp) on the shared lease driver, the
+// inference thread pool, and the HTTP endpoints POST /embed and GET /healthz.
 #include "service.hpp"
 
 #include <charconv>
@@ -30,132 +30,8 @@ namespace awp::embedder {
 namespace log = core::log;
 namespace pg = core::pg;
 using namespace std::chrono_literals;
-using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-constexpr const char* kLeaseSql = R"(
-SELECT l.id::text, l.kind, l.title, l.content::text, l.plain_text, l.tags::text, l.source_hash,
-       l.lease_token::text, l.attempts
-  FROM public.lease_knowledge_items_for_indexing($1, $2::integer, $3::integer, NULL, $4) l)";
-
-constexpr const char* kMarkIndexedSql = R"(
-SELECT m.embedding_status, m.chunk_status, m.chunk_count
-  FROM public.mark_knowledge_item_indexed($1::uuid, $2::vector, $3, $4::integer, $5, $6::jsonb,
-                                          $7::uuid) m)";
-
-constexpr const char* kMarkFailedSql = R"(
-SELECT m.embedding_status FROM public.mark_knowledge_item_failed($1::uuid, $2, $3::uuid, $4) m)";
-
-constexpr int kDimensions = 384;
-
-long ms_since(clock_type::time_point t) {
-    return static_cast<long>(
-        std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t).count());
-}
-
-void append_float(std::string& out, float f) {
-    char buf[32];
-    auto [p, ec] = std::to_chars(buf, buf + sizeof buf, f);
-    if (ec != std::errc()) {
-        out += '0';
-        return;
-    }
-    out.append(buf, p);
-}
-
-// pgvector's text form, which is also a JSON array: "[0.1,-0.2,...]".
-std::string vector_literal(const std::vector<float>& v) {
-    std::string out;
-    out.reserve(v.size() * 12 + 2);
-    out += '[';
-    for (std::size_t i = 0; i < v.size(); ++i) {
-        if (i) out += ',';
-        append_float(out, v[i]);
-    }
-    out += ']';
-    return out;
-}
-
-bool finite(const std::vector<float>& v) {
-    for (float f : v) {
-        if (!std::isfinite(f)) return false;
-    }
-    return true;
-}
-
-// What a chunk's vector is made from: the item's title and section give it context; the stored
-// content stays the exact slice of the body.
-std::string chunk_embedding_text(const std::string& title, const chunk& c) {
-    std::string s = title;
-    if (!c.section_path.empty()) {
-        s += "\n";
-        for (std::size_t i = 0; i < c.section_path.size(); ++i) {
-            if (i) s += " > ";
-            s += c.section_path[i];
-        }
-    }
-    s += "\n\n";
-    s += c.content;
-    return s;
-}
-
-std::string chunks_json(const chunking& ch, const std::vector<embed::embedding_result>& vecs) {
-    rapidjson::StringBuffer buf;
-    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
-    w.StartArray();
-    for (std::size_t i = 0; i < ch.chunks.size(); ++i) {
-        const auto& c = ch.chunks[i];
-        w.StartObject();
-        w.Key("chunk_index");
-        w.Int(c.index);
-        w.Key("content");
-        w.String(c.content.data(), static_cast<rapidjson::SizeType>(c.content.size()));
-        w.Key("content_hash");
-        const auto hash = core::crypto::sha256_hex(c.content);
-        w.String(hash.data(), static_cast<rapidjson::SizeType>(hash.size()));
-        w.Key("char_start");
-        w.Uint64(c.char_start);
-        w.Key("char_end");
-        w.Uint64(c.char_end);
-        if (c.page_number) {
-            w.Key("page_number");
-            w.Int(*c.page_number);
-        }
-        if (!c.section_path.empty()) {
-            w.Key("section_path");
-            w.StartArray();
-            for (const auto& s : c.section_path) {
-                w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-            }
-            w.EndArray();
-        }
-        w.Key("meta");
-        w.StartObject();
-        w.Key("chunk_count");
-        w.Uint64(ch.chunks.size());
-        w.Key("token_count");
-        w.Int(vecs[i].token_count);
-        if (vecs[i].truncated) {
-            w.Key("embedding_truncated");
-            w.Bool(true);
-        }
-        if (ch.truncated && i + 1 == ch.chunks.size()) {
-            // Nothing is dropped silently: the last chunk says where indexing stopped.
-            w.Key("body_truncated_at");
-            w.Uint64(ch.covered_until);
-            w.Key("body_chars");
-            w.Uint64(ch.length);
-        }
-        w.EndObject();
-        w.Key("embedding");
-        const auto lit = vector_literal(vecs[i].vector);
-        w.RawValue(lit.data(), lit.size(), rapidjson::kArrayType);
-        w.EndObject();
-    }
-    w.EndArray();
-    return {buf.GetString(), buf.GetSize()};
-}
 
 std::string what(const std::exception_ptr& e) {
     try {
@@ -167,11 +43,6 @@ std::string what(const std::exception_ptr& e) {
     }
 }
 
-bool is_stale(const pg::sql_error& e) {
-    const auto& s = e.sqlstate();
-    return s == "AW005" || s == "AW002" || s == "AW001";
-}
-
 }  // namespace
 
 service::service(net::io_context& ioc, config cfg, std::shared_ptr<embed::embedder> model)
@@ -179,12 +50,12 @@ service::service(net::io_context& ioc, config cfg, std::shared_ptr<embed::embedd
       cfg_(std::move(cfg)),
       model_(std::move(model)),
       pool_(2),
-      db_(cfg_.common.database_url, "index"),
-      instance_(cfg_.common.instance.empty() ? core::daemon::default_instance("embedder")
-                                             : cfg_.common.instance),
+      queue_(
+          cfg_,
+          cfg_.common.instance.empty() ? core::daemon::default_instance("embedder")
+                                       : cfg_.common.instance,
+          [this](std::vector<std::string> texts) { return infer(std::move(texts)); }, stats_),
       wake_(ioc.get_executor()),
-      indexing_done_(ioc.get_executor()),
-      listener_done_(ioc.get_executor()),
       server_done_(ioc.get_executor()) {
     if (model_->dimensions() != kDimensions) {
         throw core::config_error("the model makes " + std::to_string(model_->dimensions()) +
@@ -218,7 +89,7 @@ unsigned short service::port() const { return server_->port(); }
 
 void service::request_stop() {
     stopping_ = true;
-    if (listener_) listener_->stop();
+    if (driver_) driver_->stop();
     server_->stop();
     wake_.set();
 }
@@ -286,31 +157,30 @@ net::awaitable<void> service::run() {
     });
 
     if (cfg_.indexing) {
-        core::listener_options lo;
-        lo.dsn = cfg_.common.database_url;
-        lo.channels = {std::string(core::channels::kEmbed)};
-        lo.safety_poll = cfg_.common.safety_poll();
-        lo.name = "embed";
-        listener_ = std::make_unique<core::listener>(
-            lo, [this](const pg::notification&) { wake_.set(); },
-            [this](core::rescan_reason) {
-                db_ok_ = true;
-                if (!ready_) {
-                    ready_ = true;
-                    core::daemon::notify_ready();
-                    log::info("ready", {{"port", static_cast<int>(port())}});
-                }
-                wake_.set();
-            });
-        net::co_spawn(ex, listener_->run(), [this](std::exception_ptr e) {
-            // The core listener ends with "multiple exceptions" when stopped mid-wait.
-            if (e && !stopping_) log::error("listener ended with an error", {{"error", what(e)}});
-            listener_done_.set();
-        });
-        if (stopping_) listener_->stop();
-        co_await indexing_loop();
-        listener_->stop();
-        co_await listener_done_.wait();
+        core::queue_options qo;
+        qo.name = "embed";
+        qo.concurrency = 1;  // one item at a time: memory stays bounded by one item's chunks
+        qo.batch = static_cast<std::size_t>(cfg_.batch_size);
+        qo.retry.first = 500ms;
+        qo.retry.cap = 10s;
+        qo.retry.finish_for = std::chrono::seconds(cfg_.lease_seconds);
+        qo.listen.dsn = cfg_.common.database_url;
+        qo.listen.channels = {std::string(core::channels::kEmbed)};
+        qo.listen.safety_poll = cfg_.common.safety_poll();
+        qo.listen.name = "embed";
+        core::queue_hooks hooks;
+        hooks.on_rescan = [this](core::rescan_reason) {
+            queue_.set_db_ok(true);
+            if (!ready_) {
+                ready_ = true;
+                core::daemon::notify_ready();
+                log::info("ready", {{"port", static_cast<int>(port())}});
+            }
+        };
+        driver_ =
+            std::make_unique<core::queue_driver<index_queue>>(ex, queue_, qo, std::move(hooks));
+        if (stopping_) driver_->stop();
+        co_await driver_->run();
     } else {
         ready_ = true;
         core::daemon::notify_ready();
@@ -323,204 +193,6 @@ net::awaitable<void> service::run() {
                           {"failed", stats_.failed},
                           {"stale", stats_.stale},
                           {"embed_requests", stats_.embed_requests}});
-}
-
-net::awaitable<void> service::indexing_loop() {
-    pg::backoff backoff(500ms, 10s);
-    while (!stopping_) {
-        if (!ready_) {
-            co_await wake_.wait();
-            continue;
-        }
-        const int n = co_await index_batch();
-        if (stopping_) break;
-        if (n < 0) {
-            co_await sleep_for(backoff.next());
-            continue;
-        }
-        backoff.reset();
-        if (n == 0) co_await wake_.wait();
-    }
-}
-
-net::awaitable<int> service::index_batch() {
-    pg::result r;
-    std::string failure;
-    try {
-        // GATEWAY_ID resolved once, then its id passed: which tenant's items this embedder
-        // indexes never changes with what another tenant registers later.
-        if (!cfg_.gateway.empty() && !gateway_id_) {
-            gateway_id_ = (co_await core::gateway::resolve(db_, cfg_.gateway, std::nullopt)).id;
-        }
-        r = co_await db_.query_prepared(kLeaseSql, gateway_id_, cfg_.batch_size, cfg_.lease_seconds,
-                                        instance_);
-    } catch (const pg::connection_error& e) {
-        db_.reset();
-        db_ok_ = false;
-        failure = e.what();
-    } catch (const std::exception& e) {
-        failure = e.what();
-    }
-    if (!failure.empty()) {
-        log::warn("lease failed, retrying", {{"error", failure}});
-        co_return -1;
-    }
-    db_ok_ = true;
-    if (r.empty()) co_return 0;
-    std::vector<leased_item> items;
-    for (int i = 0; i < r.size(); ++i) {
-        leased_item it;
-        it.id = r.get<std::string>(i, 0);
-        it.kind = r.get<std::string>(i, 1);
-        it.title = r.get<std::string>(i, 2);
-        it.content = r.get_optional<std::string>(i, 3);
-        it.plain_text = r.get_optional<std::string>(i, 4);
-        if (auto tags = r.get_optional<std::string>(i, 5)) it.tags = parse_text_array(*tags);
-        it.source_hash = r.get<std::string>(i, 6);
-        it.lease_token = r.get<std::string>(i, 7);
-        it.attempts = r.get<int>(i, 8);
-        items.push_back(std::move(it));
-    }
-    stats_.leased += items.size();
-    const auto started = clock_type::now();
-    const auto before = stats_;
-    // One item at a time: memory stays bounded by one item's chunks, and a stop finishes the
-    // item in hand; leased items not reached go back to the pool when their lease expires.
-    for (auto& it : items) {
-        if (stopping_) break;
-        co_await index_item(std::move(it));
-        if (!db_ok_) break;
-    }
-    log::info("batch done", {{"leased", static_cast<unsigned long>(items.size())},
-                             {"indexed", stats_.indexed - before.indexed},
-                             {"chunks", stats_.chunks - before.chunks},
-                             {"failed", stats_.failed - before.failed},
-                             {"stale", stats_.stale - before.stale},
-                             {"ms", ms_since(started)}});
-    co_return db_ok_ ? static_cast<int>(items.size()) : -1;
-}
-
-net::awaitable<void> service::index_item(leased_item item) {
-    const auto started = clock_type::now();
-    body_text body = item_body(item.plain_text, item.content);
-    const std::string text = item_text(item.title, item.tags, body.text);
-    chunk_options co;
-    co.size = static_cast<std::size_t>(cfg_.chunk_chars);
-    co.overlap = static_cast<std::size_t>(cfg_.chunk_overlap);
-    co.max_chunks = static_cast<std::size_t>(cfg_.max_chunks);
-    chunking ch = make_chunks(body, co);
-    body = body_text{};
-    if (ch.truncated) {
-        log::warn("item text exceeds the chunk limit: the rest is not chunked",
-                  {{"item_id", item.id},
-                   {"max_chunks", cfg_.max_chunks},
-                   {"chunked_until", static_cast<unsigned long>(ch.covered_until)},
-                   {"body_chars", static_cast<unsigned long>(ch.length)}});
-    }
-
-    // Item vector first, then the chunks, in bounded inference calls.
-    std::vector<embed::embedding_result> vecs;
-    vecs.reserve(ch.chunks.size() + 1);
-    std::string failure;
-    const auto batch = static_cast<std::size_t>(cfg_.embed_batch);
-    std::size_t next = 0;  // 0: the item text; k: chunk k - 1
-    const std::size_t total = ch.chunks.size() + 1;
-    while (next < total && failure.empty()) {
-        std::vector<std::string> texts;
-        for (; next < total && texts.size() < batch; ++next) {
-            texts.push_back(next == 0 ? text
-                                      : chunk_embedding_text(item.title, ch.chunks[next - 1]));
-        }
-        try {
-            auto out = co_await infer(std::move(texts));
-            for (auto& v : out) {
-                if (static_cast<int>(v.vector.size()) != kDimensions || !finite(v.vector)) {
-                    throw core::error("the model returned an invalid vector (" +
-                                      std::to_string(v.vector.size()) + " values)");
-                }
-                vecs.push_back(std::move(v));
-            }
-        } catch (const std::exception& e) {
-            failure = std::string("embedding failed: ") + e.what();
-        }
-    }
-    if (!failure.empty()) {
-        co_await mark_failed(std::move(item), failure);
-        co_return;
-    }
-
-    const std::string model = vecs.front().model;
-    const std::string item_vector = vector_literal(vecs.front().vector);
-    std::vector<embed::embedding_result> chunk_vecs(std::make_move_iterator(vecs.begin() + 1),
-                                                    std::make_move_iterator(vecs.end()));
-    vecs.clear();
-    const std::string chunks = chunks_json(ch, chunk_vecs);
-    chunk_vecs.clear();
-
-    pg::result r;
-    bool stale = false;
-    try {
-        r = co_await db_.query_prepared(kMarkIndexedSql, item.id, item_vector, model, kDimensions,
-                                        item.source_hash, chunks, item.lease_token);
-    } catch (const pg::connection_error& e) {
-        db_.reset();
-        db_ok_ = false;
-        failure = e.what();
-    } catch (const pg::sql_error& e) {
-        if (is_stale(e)) {
-            stale = true;
-            failure = e.primary();
-        } else {
-            failure = std::string("storing the vectors failed: ") + e.what();
-        }
-    } catch (const std::exception& e) {
-        failure = std::string("storing the vectors failed: ") + e.what();
-    }
-    if (!db_ok_) {
-        log::warn(
-            "database lost while marking an item; its lease will expire and it is leased "
-            "again",
-            {{"item_id", item.id}, {"error", failure}});
-        co_return;
-    }
-    if (stale) {
-        // The item was edited (or its lease taken over) meanwhile: the old vectors are not
-        // stored; the edit put it back to pending and woke us.
-        ++stats_.stale;
-        log::info("item changed while being indexed; its vectors were discarded",
-                  {{"item_id", item.id}, {"reason", failure}});
-        co_return;
-    }
-    if (!failure.empty()) {
-        co_await mark_failed(std::move(item), failure);
-        co_return;
-    }
-    ++stats_.indexed;
-    stats_.chunks += ch.chunks.size();
-    log::debug("indexed", {{"item_id", item.id},
-                           {"model", model},
-                           {"chunks", static_cast<unsigned long>(ch.chunks.size())},
-                           {"ms", ms_since(started)}});
-}
-
-net::awaitable<void> service::mark_failed(leased_item item, std::string reason) {
-    ++stats_.failed;
-    log::warn("indexing an item failed; it is retried after a back-off",
-              {{"item_id", item.id}, {"attempt", item.attempts}, {"error", reason}});
-    std::string failure;
-    try {
-        co_await db_.query_prepared(kMarkFailedSql, item.id, reason, item.lease_token,
-                                    item.source_hash);
-    } catch (const pg::connection_error& e) {
-        db_.reset();
-        db_ok_ = false;
-        failure = e.what();
-    } catch (const std::exception& e) {
-        failure = e.what();
-    }
-    if (!failure.empty()) {
-        log::warn("cannot mark the item failed", {{"item_id", item.id}, {"error", failure}});
-    }
 }
 
 net::awaitable<http::response> service::healthz_handler(http::request) {
@@ -541,7 +213,7 @@ net::awaitable<http::response> service::healthz_handler(http::request) {
     w.Key("indexing");
     w.Bool(cfg_.indexing);
     w.Key("database");
-    w.String(!cfg_.indexing ? "unused" : (db_ok_ ? "connected" : "disconnected"));
+    w.String(!cfg_.indexing ? "unused" : (queue_.db_ok() ? "connected" : "disconnected"));
     w.Key("chunk_chars");
     w.Int(cfg_.chunk_chars);
     w.Key("chunk_overlap");
