@@ -131,7 +131,8 @@ TEST_CASE(
             "authenticated, service_role");
     }
     const fs::path sql = fs::path(AWP_SOURCE_DIR) / "sql";
-    temp_dir numbered;  // the same numbered files, without functions/
+    temp_dir numbered;  // the same numbered files, with an empty functions/
+    fs::create_directories(numbered.path / "functions");
     for (const auto& m : migrate::list(sql))
         fs::copy_file(m.path, numbered.path / m.path.filename());
     auto first = migrate::apply(c, numbered.path);
@@ -228,4 +229,23 @@ TEST_CASE("a failing repeatable file names itself and Postgres' message and chan
     }
     CHECK(c.exec("SELECT f()").get<int>(0, 0) == 1);
     CHECK(c.exec("SELECT to_regprocedure('g()') IS NULL").get<bool>(0, 0));
+}
+
+TEST_CASE("awp's sql folder without functions/ is refused after its numbered migrations",
+          "[migrate]") {
+    awp::test::scoped_database db;
+    auto c = fresh_database(db);
+    temp_dir dir;
+    const auto last = std::string(migrate::schema_version) + "_last";
+    dir.write("0001_a.sql", "CREATE TABLE t (v int);");
+    dir.write(last + ".sql", "CREATE TABLE u (v int);");
+    try {
+        migrate::apply(c, dir.path);
+        FAIL("a folder without its functions accepted");
+    } catch (const awp::core::error& e) {
+        CHECK(std::string(e.what()).find("functions is missing") != std::string::npos);
+    }
+    CHECK(migrate::current_version(c) == last);
+    fs::create_directories(dir.path / "functions");
+    CHECK(migrate::apply(c, dir.path).already_applied == 2);
 }

@@ -202,6 +202,14 @@ report apply(pg::connection& conn, const fs::path& dir) {
         log::info("migration applied", {{"version", m.version}});
         rep.applied.push_back(m.version);
     }
+    // awp's own sql folder without its functions: a packaging that ships only the numbered
+    // files would leave every function at its last numbered definition, silently.
+    if (!files.empty() && is_current(files.back().version) &&
+        !fs::is_directory(dir / repeatable_dir)) {
+        throw error("the repeatable folder " + (dir / repeatable_dir).string() +
+                    " is missing (the numbered migrations were applied): install the whole sql/ "
+                    "folder");
+    }
     apply_repeatable(conn, dir, rep);
     return rep;
 }
