@@ -16,6 +16,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/log.hpp"
+#include "awp/core/migrate.hpp"
 #include "awp/core/time.hpp"
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
@@ -547,9 +548,10 @@ net::awaitable<probe_result> probe_postgres(std::string dsn) {
     } else if (version.empty()) {
         out.code = "schema_missing";
         out.message = "the awp schema is not installed (run awpctl migrate)";
-    } else if (version < "0010") {
+    } else if (!core::migrate::is_current(version)) {
         out.code = "schema_too_old";
-        out.message = "the schema is at " + version + "; run awpctl migrate";
+        out.message = "the schema is at " + version + ", this awp needs " +
+                      std::string(core::migrate::schema_version) + "; run awpctl migrate";
     } else {
         out.ok = true;
     }

@@ -1,4 +1,5 @@
-// Applies sql/ migrations under an advisory lock, refusing edited history.
+// Applies sql/ migrations under an advisory lock, refusing edited history, then the repeatable
+// files (sql/functions) that are new or changed.
 #include "awp/core/migrate.hpp"
 
 #include <unistd.h>
@@ -25,6 +26,61 @@ std::string read_file(const fs::path& p) {
     return s.str();
 }
 
+std::string checksum(pg::connection& conn, const std::string& sql) {
+    return conn.exec("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", {sql})
+        .get<std::string>(0, 0);
+}
+
+// Runs one file and records it, in one transaction; a failure names the file.
+void run_file(pg::connection& conn, const std::string& name, const std::string& sql,
+              const std::string& record, const pg::params& params) {
+    pg::transaction tx(conn);
+    try {
+        conn.exec_script(sql);
+    } catch (const pg::sql_error& e) {
+        throw error(name + ": " + e.what() + (e.detail().empty() ? "" : " (" + e.detail() + ")"));
+    }
+    conn.exec(record, params);
+    tx.commit();
+}
+
+// The repeatable files: after the numbered ones, each applied again only when it changed.
+void apply_repeatable(pg::connection& conn, const fs::path& dir, report& rep) {
+    const auto files = list_repeatable(dir);
+    if (!conn.exec("SELECT to_regclass('public.schema_repeatables') IS NOT NULL").get<bool>(0, 0)) {
+        // Row-level security without a policy: no API role reads it (like schema_migrations, it
+        // holds names and checksums only).
+        pg::transaction tx(conn);
+        conn.exec_script(
+            "CREATE TABLE public.schema_repeatables ("
+            " name text PRIMARY KEY,"
+            " checksum text NOT NULL,"
+            " applied_at timestamptz NOT NULL DEFAULT now());"
+            "ALTER TABLE public.schema_repeatables ENABLE ROW LEVEL SECURITY;"
+            "REVOKE ALL ON public.schema_repeatables FROM PUBLIC;");
+        tx.commit();
+    }
+    auto recorded = conn.exec("SELECT name, checksum FROM schema_repeatables");
+    for (const auto& f : files) {
+        const auto sum = checksum(conn, f.sql);
+        bool same = false;
+        for (int j = 0; j < recorded.size(); ++j) {
+            if (recorded.text(j, 0) == f.name && recorded.text(j, 1) == sum) same = true;
+        }
+        if (same) {
+            ++rep.repeatable_unchanged;
+            continue;
+        }
+        run_file(
+            conn, f.name, f.sql,
+            "INSERT INTO schema_repeatables (name, checksum) VALUES ($1, $2) "
+            "ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now()",
+            {f.name, sum});
+        log::info("repeatable migration applied", {{"file", f.name}});
+        rep.repeatable_applied.push_back(f.name);
+    }
+}
+
 fs::path exe_dir() {
     std::error_code ec;
     auto p = fs::read_symlink("/proc/self/exe", ec);
@@ -32,6 +88,8 @@ fs::path exe_dir() {
 }
 
 }  // namespace
+
+bool is_current(std::string_view applied) { return !applied.empty() && applied >= schema_version; }
 
 fs::path default_sql_dir() {
     if (const char* env = std::getenv("AWP_SQL_DIR"); env && *env) return env;
@@ -67,6 +125,20 @@ std::vector<migration> list(const fs::path& dir) {
     return out;
 }
 
+std::vector<repeatable> list_repeatable(const fs::path& dir) {
+    const auto sub = dir / repeatable_dir;
+    std::vector<repeatable> out;
+    if (!fs::is_directory(sub)) return out;
+    for (const auto& e : fs::directory_iterator(sub)) {
+        const auto file = e.path().filename().string();
+        if (!e.is_regular_file() || e.path().extension() != ".sql") continue;
+        out.push_back({std::string(repeatable_dir) + "/" + file, e.path(), read_file(e.path())});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const repeatable& a, const repeatable& b) { return a.name < b.name; });
+    return out;
+}
+
 std::string current_version(pg::connection& conn) {
     auto exists = conn.exec("SELECT to_regclass('public.schema_migrations') IS NOT NULL");
     if (!exists.get<bool>(0, 0)) return "";
@@ -97,10 +169,7 @@ report apply(pg::connection& conn, const fs::path& dir) {
 
     // Check all history before changing anything.
     std::vector<std::string> sums;
-    for (const auto& m : files) {
-        auto r = conn.exec("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", {m.sql});
-        sums.push_back(r.get<std::string>(0, 0));
-    }
+    for (const auto& m : files) sums.push_back(checksum(conn, m.sql));
     for (int i = 0; i < applied.size(); ++i) {
         const auto version = applied.get<std::string>(i, 0);
         const auto sum = applied.get<std::string>(i, 1);
@@ -127,19 +196,21 @@ report apply(pg::connection& conn, const fs::path& dir) {
             ++rep.already_applied;
             continue;
         }
-        pg::transaction tx(conn);
-        try {
-            conn.exec_script(m.sql);
-        } catch (const pg::sql_error& e) {
-            throw error(m.path.filename().string() + ": " + e.what() +
-                        (e.detail().empty() ? "" : " (" + e.detail() + ")"));
-        }
-        conn.exec("INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)",
-                  {m.version, sums[i]});
-        tx.commit();
+        run_file(conn, m.path.filename().string(), m.sql,
+                 "INSERT INTO schema_migrations (version, checksum) VALUES ($1, $2)",
+                 {m.version, sums[i]});
         log::info("migration applied", {{"version", m.version}});
         rep.applied.push_back(m.version);
     }
+    // awp's own sql folder without its functions: a packaging that ships only the numbered
+    // files would leave every function at its last numbered definition, silently.
+    if (!files.empty() && is_current(files.back().version) &&
+        !fs::is_directory(dir / repeatable_dir)) {
+        throw error("the repeatable folder " + (dir / repeatable_dir).string() +
+                    " is missing (the numbered migrations were applied): install the whole sql/ "
+                    "folder");
+    }
+    apply_repeatable(conn, dir, rep);
     return rep;
 }
 
