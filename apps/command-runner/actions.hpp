@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "awp/core/error.hpp"
+#include "command.hpp"
 #include "config.hpp"
 
 namespace awp::runner {
@@ -18,17 +19,6 @@ namespace awp::runner {
 class invalid_command : public core::error {
 public:
     using core::error::error;
-};
-
-/// The columns of a leased agent_commands row the runner uses.
-struct command_row {
-    std::string id;
-    std::string tenant_id;
-    std::string gateway_id;
-    std::string action;
-    std::optional<std::string> agent_slug;
-    std::string payload = "{}";  // JSON object text
-    std::string lease_token;
 };
 
 /// One program to run, argv only.
@@ -64,24 +54,6 @@ struct plan {
 
 /// Validates the command and returns what to do. Throws invalid_command.
 plan plan_command(const command_row& cmd, const runner_config& cfg);
-
-/// The payload patch that removes the secrets the command carries (spec, Authentication rule
-/// 6), or "" when there is nothing to scrub. Applied on success and on failure alike; `ok`
-/// says which (auth_set_api_key's base_url_applied is only true on success).
-std::string scrub_patch(const command_row& cmd, bool ok);
-
-/// Secret values the command carries (api_key, base_url, value, *_token): redacted from any
-/// output stored or logged.
-std::vector<std::string> payload_secrets(const command_row& cmd);
-
-/// Replaces every occurrence of each secret (4 bytes or longer) with "[redacted]".
-std::string redact(std::string text, const std::vector<std::string>& secrets);
-
-/// The tail of `text` of at most `limit` bytes, with a marker line when something was cut.
-std::string tail(const std::string& text, std::size_t limit);
-
-/// Text Postgres accepts: invalid UTF-8 and NUL bytes become U+FFFD.
-std::string clean_text(const std::string& bytes);
 
 /// Safe-format checks shared with tests.
 bool is_uuid(const std::string& s);

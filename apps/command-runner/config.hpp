@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "awp/core/daemon.hpp"
 #include "awp/core/identity.hpp"
-
 #include "awp/runtime/openclaw.hpp"
 
 namespace awp::runner {
@@ -76,5 +76,28 @@ struct runner_config {
     }
     int lease_seconds() const { return command_timeout_s + 60; }
 };
+
+/// The options parsed as text and turned into runner_config fields by finish_config().
+struct option_text {
+    std::string mode = "container";  // RUNTIME_MODE
+    std::string agent_user;          // AGENT_USER
+};
+
+/// The defaults that depend on $HOME (runtime state, secrets, state and checkout folders).
+runner_config default_config();
+
+/// Registers every option of the runner (and the common ones) with its environment name.
+void add_options(core::daemon::cli& cli, runner_config& cfg, core::daemon::common_config& common,
+                 option_text& args);
+
+/// After parsing: the checks and derived fields (runtime mode, GATEWAY_API_URL, the secrets key,
+/// OUTBOUND_ALLOW, AGENT_USER's layout, the runtime's version), then the common options. An exit
+/// code (78, the reason on stderr) when the configuration is unusable.
+std::optional<int> finish_config(runner_config& cfg, const core::daemon::common_config& common,
+                                 const option_text& args);
+
+/// default_config + add_options + parse + finish_config: the configuration main runs with, or
+/// the exit code to stop with (0 after --help or --print-config, 78 for bad configuration).
+std::optional<int> load_config(int argc, char** argv, runner_config& cfg);
 
 }  // namespace awp::runner

@@ -1,151 +1,18 @@
 // awp-command-runner: leases its gateway's agent_commands and runs each action
 // (docs/command-runner.md).
-#include <cstdlib>
-#include <iostream>
+#include <chrono>
 
 #include <boost/asio/io_context.hpp>
 
 #include "awp/core/daemon.hpp"
-#include "awp/core/error.hpp"
-#include "awp/http/outbound.hpp"
-#include "awp/runtime/openclaw.hpp"
 #include "config.hpp"
-#include "secrets.hpp"
 #include "service.hpp"
 
 int main(int argc, char** argv) {
-    namespace daemon = awp::core::daemon;
-    using awp::runner::runner_config;
-    daemon::common_config common;
-    runner_config cfg;
-    std::string mode = "container";
-    std::string agent_user;
-    const char* home_env = std::getenv("HOME");
-    const std::string home = home_env ? home_env : "/tmp";
-    cfg.runtime_home = home + "/.openclaw";
-    cfg.secrets_dir = cfg.runtime_home + "/secrets";
-    cfg.state_dir = home + "/.local/state/awp";
-    cfg.scripts_dir = "/usr/local/lib/awp/runtime";
-    cfg.repo_dir = home + "/awp";
-
-    daemon::cli cli("awp-command-runner", "Runs the agent_commands of one gateway");
-    cli.add_common(common);
-    auto& app = cli.app();
-    app.add_option("--gateway", cfg.gateway_slug, "This gateway's id or slug")
-        ->envname("GATEWAY_ID");
-    cli.secret(app.add_option("--gateway-token", cfg.gateway_token,
-                              "Registration token, exchanged once through consume_gateway_token")
-                   ->envname("GATEWAY_TOKEN"));
-    app.add_option("--gateway-label", cfg.gateway_label, "Label and slug hint for registration")
-        ->envname("GATEWAY_LABEL");
-    app.add_option("--gateway-api-url", cfg.gateway_api_url,
-                   "This host's api-gateway; others proxy this gateway's agents to it")
-        ->envname("GATEWAY_API_URL");
-    app.add_option("--tenant-id", cfg.tenant_id,
-                   "Tenant of the gateway (optional: refuse to start on another tenant's)")
-        ->envname("TENANT_ID");
-    app.add_option("--state-dir", cfg.state_dir, "Keeps the registration across restarts")
-        ->envname("AWP_STATE_DIR")
-        ->capture_default_str();
-    app.add_option("--runtime-mode", mode, "container or service_manager (aliases docker, systemd)")
-        ->envname("RUNTIME_MODE")
-        ->capture_default_str();
-    app.add_option("--command-timeout", cfg.command_timeout_s,
-                   "Seconds before a command's process group is killed")
-        ->envname("COMMAND_TIMEOUT")
-        ->check(CLI::Range(1, 86400 - 60))
-        ->capture_default_str();
-    app.add_option(
-           "--networking-mode", cfg.networking_mode,
-           "local: the runtime's OAuth callback catches the redirect; anything else: paste-back")
-        ->envname("NETWORKING_MODE")
-        ->capture_default_str();
-    app.add_option("--agent-runtime", cfg.agent_runtime, "The agent runtime CLI")
-        ->envname("AGENT_RUNTIME")
-        ->capture_default_str();
-    app.add_option("--agent-user", agent_user,
-                   "The user the agents' processes run as (runtime CLI, run_shell, agent "
-                   "scripts); it owns OPENCLAW_STATE_DIR. Unset: the runner's own user")
-        ->envname("AGENT_USER");
-    app.add_option("--compose-project", cfg.compose_project,
-                   "Compose project of the stack (container mode)")
-        ->envname("COMPOSE_PROJECT")
-        ->capture_default_str();
-    app.add_option("--runtime-state-dir", cfg.runtime_home,
-                   "The runtime's state folder (openclaw.json, agents/, workspace-<slug>/); "
-                   "the runtime's own OPENCLAW_STATE_DIR, passed to every CLI call")
-        ->envname("OPENCLAW_STATE_DIR")
-        ->capture_default_str();
-    app.add_option("--workspaces-dir", cfg.workspaces_dir,
-                   "Where the agents' workspaces are (workspace-<slug>), when not in "
-                   "OPENCLAW_STATE_DIR: with AGENT_USER, a folder shared with the api-gateway")
-        ->envname("AWP_WORKSPACES_DIR");
-    app.add_option("--secrets-dir", cfg.secrets_dir,
-                   "Where gateway.env and agents/<slug>.env are written")
-        ->envname("SECRETS_DIR")
-        ->capture_default_str();
-    app.add_option("--scripts-dir", cfg.scripts_dir,
-                   "deploy/runtime: the add/update/remove agent scripts")
-        ->envname("AWP_RUNTIME_SCRIPTS")
-        ->capture_default_str();
-    app.add_option("--repo-dir", cfg.repo_dir,
-                   "Checkout pulled by update_gateway in service_manager mode")
-        ->envname("AWP_REPO_DIR")
-        ->capture_default_str();
-    cli.secret(app.add_option("--service-role-key", cfg.service_role_key,
-                              "Service-role key: derives the key of the enc:v1 secrets")
-                   ->envname("SERVICE_ROLE_KEY"));
-    cli.secret(app.add_option("--hosted-secrets-key", cfg.hosted_secrets_key,
-                              "The 32-byte secrets key itself (base64url, base64 or hex)")
-                   ->envname("HOSTED_SECRETS_KEY"));
-    app.add_option("--auth-timeout", cfg.auth_timeout_s, "Ceiling of an auth_start flow, seconds")
-        ->envname("AUTH_FLOW_TIMEOUT")
-        ->check(CLI::Range(5, 3600))
-        ->capture_default_str();
-    app.add_option("--callback-port", cfg.callback_port, "The runtime's OAuth callback port")
-        ->envname("AUTH_CALLBACK_PORT")
-        ->check(CLI::Range(1, 65535))
-        ->capture_default_str();
-    app.add_option("--output-limit", cfg.output_limit,
-                   "Bytes of stdout and of stderr kept per command (the tail)")
-        ->envname("OUTPUT_LIMIT")
-        ->check(CLI::Range(std::size_t{256}, std::size_t{16} << 20))
-        ->capture_default_str();
-    app.add_option("--outbound-allow", cfg.outbound_allow,
-                   "Addresses source connectors may reach besides the public internet "
-                   "(CIDRs, addresses, hosts, :port; docs/security.md)")
-        ->envname("OUTBOUND_ALLOW");
-    app.add_option("--secrets-interval", cfg.secrets_interval_s,
-                   "Seconds between periodic secrets syncs")
-        ->envname("SECRETS_SYNC_INTERVAL")
-        ->check(CLI::Range(1.0, 86400.0))
-        ->capture_default_str();
-
-    if (auto code = cli.parse(argc, argv, &common)) return *code;
-    try {
-        cfg.mode = awp::runner::parse_runtime_mode(mode);
-        cfg.gateway_api_url = awp::runner::normalize_api_url(cfg.gateway_api_url);
-        // Fails early on a malformed HOSTED_SECRETS_KEY.
-        (void)awp::runner::secrets_key(cfg.hosted_secrets_key, cfg.service_role_key);
-        (void)awp::http::outbound_policy(cfg.outbound_allow, {});  // names a bad entry
-        cfg.agent_user = awp::core::identity::agent_user(agent_user);
-        if (cfg.agent_user) {
-            awp::core::identity::check_layout(
-                *cfg.agent_user, "OPENCLAW_STATE_DIR", cfg.runtime_home,
-                {{"SECRETS_DIR", cfg.secrets_dir}, {"AWP_STATE_DIR", cfg.state_dir}});
-        }
-        // The runtime's version decides every argv; an unsupported one stops here (78).
-        cfg.runtime = awp::runtime::cli::detect(cfg.agent_runtime);
-    } catch (const awp::core::error& e) {
-        std::cerr << "awp-command-runner: " << e.what() << "\n";
-        return daemon::kExitConfig;
-    }
-    cfg.database_url = common.database_url;
-    cfg.instance = common.instance;
-    cfg.safety_poll_s = common.safety_poll_s;
-    cfg.drain_timeout_s = common.drain_timeout_s;
-
+    awp::runner::runner_config cfg;
+    if (auto code = awp::runner::load_config(argc, argv, cfg)) return *code;
+    const std::chrono::milliseconds drain(static_cast<long>(cfg.drain_timeout_s * 1000));
     boost::asio::io_context ioc;
-    awp::runner::runner_service svc(ioc, cfg);
-    return daemon::run(ioc, svc, common.drain_timeout());
+    awp::runner::runner_service svc(ioc, std::move(cfg));
+    return awp::core::daemon::run(ioc, svc, drain);
 }

@@ -13,6 +13,7 @@
 #include "awp/core/crypto.hpp"
 #include "awp/core/error.hpp"
 #include "config.hpp"
+#include "scrub.hpp"
 #include "secrets.hpp"
 #include "sources.hpp"
 

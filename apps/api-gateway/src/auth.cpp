@@ -1,6 +1,9 @@
 // Authentication: access tokens from the Authorization header or session cookies (awp and
 // @supabase/ssr formats), the service-role key, same-origin checks, and password login with
 // Argon2id and per-account / per-address rate limits.
+// Why one file: every way a request proves who it is (bearer token, both cookie
+// formats, the service-role key, same-origin, password login with its limiter) is read here
+// against one principal type; a reviewer of authentication reads one file.
 #include <sodium.h>
 
 #include <limits>

@@ -3,6 +3,9 @@
 // once, checked segment by segment, and opened with openat2(RESOLVE_BENEATH) relative to the
 // sandbox, so nothing outside it (.., absolute paths, symlinks out, NUL) is read or written.
 // Agents of another gateway are served by that gateway's own api-gateway (proxy_to_gateway).
+// Why one file: the path rules (clean_path, open_beneath) and the routes that use
+// them (GET, POST with multipart, the proxy to another gateway) are one sandbox boundary; keeping
+// them together keeps every file access going through the same two functions.
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/openat2.h>

@@ -1,4 +1,7 @@
 // Workspace registry files and the /api/workspaces routes.
+// Why one file: the registry's file format and locking (first half) and the
+// /api/workspaces routes over it (second half) change together: each route is a thin call into
+// the registry plus the probes the add/validate routes run.
 #include "registry.hpp"
 
 #include <fcntl.h>

@@ -2,6 +2,10 @@
 // JSON API, and connect a provider with OAuth 2 authorization code + PKCE (S256). Tokens are
 // stored as enc:v1 gateway secrets named <PROVIDER>_SOURCE_<ID8>, as the command runner reads
 // them; they never reach a log line, a response or a redirect.
+// Why one file: validate, browse and the OAuth start/callback are one feature, the
+// source connectors' HTTP side, and share the private helpers above them (the sealed state
+// cookie, upstream calls, stored credentials, secret-safe error text); about half is those
+// helpers, which no other part of the gateway may use.
 #include <algorithm>
 #include <cctype>
 

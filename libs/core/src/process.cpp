@@ -1,5 +1,9 @@
 // Child processes: posix_spawn into a new process group, pipe or pseudo-terminal I/O, tails of the
 // output, group-wide kills at the ceiling, reaping on every path.
+// Why one file: the blocking run, the asynchronous run and the interactive process
+// are three front ends of one spawn path (spawn_request, child_guard, tail_buffer, the fd
+// helpers) whose invariants (every child reaped, every fd closed, the group killed) are kept by
+// types private to this file; splitting it would publish those internals to share them.
 #include "awp/core/process.hpp"
 
 #include <fcntl.h>

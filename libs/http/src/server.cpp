@@ -1,5 +1,8 @@
 // The Beast side of awp::http::server: accept loop, one coroutine per connection on its own
 // strand, per-route body limits, timeouts, the access log and the drain.
+// Why one file: the router, the connection coroutine (session) and the accept loop
+// share server::impl, the per-connection state and the spool for large bodies; session() is one
+// state machine (read, limit, spool, dispatch, write, keep-alive) that does not split well.
 #include "awp/http/server.hpp"
 
 #include <fcntl.h>

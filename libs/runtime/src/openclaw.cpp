@@ -1,4 +1,7 @@
 // The openclaw CLI adapter (see openclaw.hpp and docs/runtime.md).
+// Why one file: it is the adapter of one CLI. Every argv the runtime accepts, per
+// version dialect, and the parsers of what it prints (version, errors, JSON, the auth store
+// under the runtime's own lock) live together so a new runtime version is one place to read.
 #include "awp/runtime/openclaw.hpp"
 
 #include <fcntl.h>
