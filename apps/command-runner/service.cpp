@@ -1,7 +1,7 @@
-// The command runner service (docs/command-runner.md): start-up, the queue (lease, handle, the
-// final transitions, written with the next lease) and the wiring of LISTEN, housekeeping and auth
-// flows. What an action does is executor.cpp and auth_flows.cpp; they return an outcome and
-// handle() writes it.
+// The command runner service (docs/command-runner.md): start-up, the command queue as the shared
+// lease driver sees it (lease and start; the final transition, written with the next lease), and
+// the wiring of LISTEN, housekeeping and auth flows. What an action does is executor.cpp and
+// auth_flows.cpp; they return an outcome and the driver writes it.
 #include "service.hpp"
 
 #include <algorithm>
@@ -34,7 +34,6 @@ runner_service::~runner_service() = default;
 
 void runner_service::request_stop() {
     stopping_ = true;
-    if (listener_) listener_->stop();
     if (driver_) driver_->stop();
     hk_.stop();
     if (flows_) flows_->stop_all();
@@ -93,44 +92,36 @@ net::awaitable<void> runner_service::run() {
     core::queue_options qo;
     qo.name = "commands";
     qo.concurrency = 1;
-    driver_ = std::make_unique<core::queue_driver<command_queue>>(ex, queue_, qo);
-    core::listener_options lo;
-    lo.dsn = cfg_.database_url;
-    lo.channels = {commands_channel, secrets_channel};
-    lo.safety_poll = std::chrono::milliseconds(static_cast<long>(cfg_.safety_poll_s * 1000));
-    lo.name = "runner-listen";
-    listener_ = std::make_unique<core::listener>(
-        lo,
-        [this, commands_channel](const pg::notification& n) {
-            if (n.channel == commands_channel) {
-                driver_->wake();
-            } else {
-                hk_.sync_soon();
-            }
-        },
-        [this](core::rescan_reason why) {
-            driver_->wake();
-            if (why == core::rescan_reason::safety_poll) {
-                hk_.heartbeat_soon();  // one timer for both: no extra wake-ups while idle
-            } else {
-                hk_.sync_soon();
-            }
-            if (!ready_) {
-                ready_ = true;
-                core::daemon::notify_ready();
-                log::info("ready", {{"gateway", slug_}});
-            }
-        });
+    qo.finish_with_next_lease = true;  // sql/0015: one transaction per command
+    qo.retry = transition_retry();
+    qo.listen.dsn = cfg_.database_url;
+    qo.listen.channels = {commands_channel, secrets_channel};
+    qo.listen.safety_poll = std::chrono::milliseconds(static_cast<long>(cfg_.safety_poll_s * 1000));
+    qo.listen.name = "runner-listen";
+    core::queue_hooks hooks;
+    hooks.on_notify = [this, commands_channel](const pg::notification& n) {
+        if (n.channel == commands_channel) return true;
+        hk_.sync_soon();
+        return false;
+    };
+    hooks.on_rescan = [this](core::rescan_reason why) {
+        if (why == core::rescan_reason::safety_poll) {
+            hk_.heartbeat_soon();  // one timer for both: no extra wake-ups while idle
+        } else {
+            hk_.sync_soon();
+        }
+        if (!ready_) {
+            ready_ = true;
+            core::daemon::notify_ready();
+            log::info("ready", {{"gateway", slug_}});
+        }
+    };
+    driver_ = std::make_unique<core::queue_driver<command_queue>>(ex, queue_, qo, std::move(hooks));
     if (stopping_) co_return;
-    // The listener and housekeeping refer to this object: run() returns only after both ended.
-    net::co_spawn(ex, listener_->run(), [this](std::exception_ptr) {
-        listener_done_ = true;
-        flows_idle_.set();
-    });
+    // Housekeeping and auth flows refer to this object: run() returns only after they ended.
     net::co_spawn(ex, run_housekeeping(), net::detached);
-    co_await driver_->run();
-    co_await flush_final();  // the last command's transition, when no lease followed it
-    while (!flows_->empty() || !housekeeping_done_ || !listener_done_) co_await flows_idle_.wait();
+    co_await driver_->run();  // returns after the last command's transition and the listener
+    while (!flows_->empty() || !housekeeping_done_) co_await flows_idle_.wait();
 }
 
 net::awaitable<void> runner_service::run_housekeeping() {
@@ -140,22 +131,6 @@ net::awaitable<void> runner_service::run_housekeeping() {
 }
 
 // ---- the queue ---------------------------------------------------------------------------
-
-net::awaitable<core::lease_batch<command_row>> command_queue::lease(std::size_t) {
-    core::lease_batch<command_row> b;
-    if (auto c = co_await svc.lease()) b.items.push_back(std::move(*c));
-    co_return b;
-}
-
-net::awaitable<command_queue::outcome> command_queue::work(command_row& cmd, std::size_t) {
-    co_await svc.handle(cmd);
-    co_return outcome{};
-}
-
-net::awaitable<void> command_queue::finish(const command_row& cmd, const outcome& out,
-                                           std::size_t) {
-    if (!out.crash.empty()) co_await svc.fail(svc.db_, cmd, std::nullopt, out.crash, "", "", "");
-}
 
 namespace {
 
@@ -172,57 +147,94 @@ command_row command_from(const pg::result& r) {
     return c;
 }
 
-}  // namespace
-
-net::awaitable<std::optional<command_row>> runner_service::lease() {
-    pg::result r;
-    std::string failure;
-    if (final_) {
-        // The last command's final transition and this lease, in one transaction.
-        const final_transition& f = *final_;
-        const command_row& c = f.cmd;
-        bool written = false;
-        try {
-            r = co_await db_.query_prepared(sql::kFinishAndLease, c.id, c.lease_token,
-                                            std::string(f.done ? "done" : "failed"), f.exit_code,
-                                            f.error, f.out, f.err, f.patch, cfg_.lease_seconds(),
-                                            gateway_id_, cfg_.instance, tenant_id_);
-            written = true;
-        } catch (const pg::connection_error& e) {
-            failure = e.what();
-            db_.reset();
-        } catch (const pg::sql_error&) {
-        }
-        // A lost connection keeps final_ for the next lease(), which the driver retries; should
-        // the lost call have committed, that retry's transition is refused and logged as such.
-        if (!failure.empty()) throw pg::connection_error(failure);
-        if (written) {
-            log_final(f);
-            final_.reset();
-            if (r.empty()) co_return std::nullopt;
-            co_return command_from(r);
-        }
-        // One part was refused, so nothing was written: the two calls apart, each reporting its
-        // own error (a refused transition is logged; a refused lease throws below).
-        co_await flush_final();
-    }
-    try {
-        // Leased and started in one prepared statement (see queue_sql.hpp).
-        r = co_await db_.query_prepared(sql::kLeaseAndStart, cfg_.lease_seconds(), gateway_id_,
-                                        cfg_.instance, tenant_id_);
-    } catch (const pg::connection_error& e) {
-        failure = e.what();
-        db_.reset();
-    }
-    if (!failure.empty()) throw pg::connection_error(failure);
-    if (r.empty()) co_return std::nullopt;
-    co_return command_from(r);
+core::lease_batch<command_row> batch_of(const pg::result& r) {
+    core::lease_batch<command_row> b;
+    if (!r.empty()) b.items.push_back(command_from(r));
+    return b;
 }
 
-net::awaitable<void> runner_service::handle(command_row cmd) {
+bool writes_nothing(const command_outcome& o) {
+    return o.k == command_outcome::kind::handed_off || o.k == command_outcome::kind::lease_lost;
+}
+
+std::optional<std::string> text_or_null(const std::string& s) {
+    if (s.empty()) return std::nullopt;
+    return s;
+}
+
+// The parameters of sql::kComplete (done) or sql::kFail (failed) for an outcome.
+pg::params transition_params(const command_row& c, const command_outcome& o) {
+    if (o.k == command_outcome::kind::done) {
+        return pg::params{
+            c.id,          o.exit_code.value_or(0), text_or_null(o.out), text_or_null(o.err),
+            c.lease_token, text_or_null(o.patch)};
+    }
+    return pg::params{c.id,
+                      o.exit_code,
+                      error_text(o.error),
+                      c.lease_token,
+                      text_or_null(o.out),
+                      text_or_null(o.err),
+                      text_or_null(o.patch)};
+}
+
+}  // namespace
+
+// One back-off for every transition of a command: the driver's final ones and the runner's own.
+core::retry_policy runner_service::transition_retry() {
+    core::retry_policy p;
+    p.first = 250ms;
+    p.cap = 3s;
+    p.finish_for = 80s;
+    return p;
+}
+
+net::awaitable<core::lease_batch<command_row>> command_queue::lease(std::size_t) {
+    // Leased and started in one prepared statement (see queue_sql.hpp).
+    co_return batch_of(co_await svc.db_.query_prepared(sql::kLeaseAndStart,
+                                                       svc.cfg_.lease_seconds(), svc.gateway_id_,
+                                                       svc.cfg_.instance, svc.tenant_id_));
+}
+
+net::awaitable<core::lease_batch<command_row>> command_queue::finish_and_lease(
+    const command_row& c, const command_outcome& o, std::size_t room) {
+    if (writes_nothing(o)) co_return co_await lease(room);
+    const bool done = o.k == command_outcome::kind::done;
+    const std::optional<int> exit_code =
+        done ? std::optional<int>(o.exit_code.value_or(0)) : o.exit_code;
+    const std::optional<std::string> error =
+        done ? std::nullopt : std::optional<std::string>(error_text(o.error));
+    // The command's final transition and the next lease, in one transaction.
+    co_return batch_of(co_await svc.db_.query_prepared(
+        sql::kFinishAndLease, c.id, c.lease_token, std::string(done ? "done" : "failed"), exit_code,
+        error, text_or_null(o.out), text_or_null(o.err), text_or_null(o.patch),
+        svc.cfg_.lease_seconds(), svc.gateway_id_, svc.cfg_.instance, svc.tenant_id_));
+}
+
+net::awaitable<command_outcome> command_queue::work(command_row& cmd, std::size_t) {
     log::info("command started", {{"command_id", cmd.id}, {"action", cmd.action}});
-    command_outcome o = co_await outcome_of(cmd);
-    co_await write_outcome(db_, std::move(cmd), std::move(o));
+    co_return co_await svc.outcome_of(cmd);
+}
+
+net::awaitable<void> command_queue::finish(const command_row& c, const command_outcome& o,
+                                           std::size_t) {
+    if (writes_nothing(o)) co_return;
+    // Parameters built apart from the co_await: GCC 12 miscompiles a braced list inside one.
+    const bool done = o.k == command_outcome::kind::done;
+    pg::params params = transition_params(c, o);
+    co_await svc.db_.exec(done ? sql::kComplete : sql::kFail, std::move(params), false,
+                          /*prepared=*/true);
+}
+
+void command_queue::settled(const command_row& c, const command_outcome& o,
+                            core::finish_status status) {
+    if (status != core::finish_status::written || writes_nothing(o)) return;
+    if (o.k == command_outcome::kind::done) {
+        log::info("command done", {{"command_id", c.id}, {"action", c.action}});
+    } else {
+        log::info("command failed",
+                  {{"command_id", c.id}, {"action", c.action}, {"error", error_text(o.error)}});
+    }
 }
 
 net::awaitable<command_outcome> runner_service::outcome_of(const command_row& cmd) {
@@ -283,99 +295,23 @@ net::awaitable<command_outcome> runner_service::outcome_of(const command_row& cm
 
 net::awaitable<void> runner_service::write_outcome(pg::session& db, command_row cmd,
                                                    command_outcome o) {
-    switch (o.k) {
-        case command_outcome::kind::done:
-            co_await complete(db, std::move(cmd), o.exit_code.value_or(0), std::move(o.out),
-                              std::move(o.err), std::move(o.patch));
-            break;
-        case command_outcome::kind::failed:
-            co_await fail(db, std::move(cmd), o.exit_code, std::move(o.error), std::move(o.out),
-                          std::move(o.err), std::move(o.patch));
-            break;
-        case command_outcome::kind::handed_off:  // the auth flow writes it
-        case command_outcome::kind::lease_lost:  // nothing ran; the lease is someone else's
-            break;
-    }
+    if (writes_nothing(o)) co_return;  // handed off: the auth flow writes it; lease lost: nothing
+    const bool done = o.k == command_outcome::kind::done;
+    pg::params params = transition_params(cmd, o);
+    const bool ok =
+        co_await transition(db, done ? "complete" : "fail", done ? sql::kComplete : sql::kFail,
+                            std::move(params), cmd.id);
+    if (ok) queue_.settled(cmd, o, core::finish_status::written);
 }
 
 // ---- transitions ---------------------------------------------------------------------------
 
 net::awaitable<bool> runner_service::hold_for(pg::session& db, const command_row& cmd,
                                               int lease_seconds) {
-    // Leased and started with COMMAND_TIMEOUT + 60 s (lease()); only a longer run extends it.
+    // Leased and started with COMMAND_TIMEOUT + 60 s; only a longer run extends it.
     if (lease_seconds <= cfg_.lease_seconds()) co_return true;
     pg::params params{cmd.id, cmd.lease_token, lease_seconds};
     co_return co_await transition(db, "extend lease", sql::kExtendLease, std::move(params), cmd.id);
-}
-
-net::awaitable<void> runner_service::complete(pg::session& db, command_row cmd, int exit_code,
-                                              std::string out, std::string err, std::string patch) {
-    final_transition f;
-    f.cmd = std::move(cmd);
-    f.exit_code = exit_code;
-    if (!out.empty()) f.out = std::move(out);
-    if (!err.empty()) f.err = std::move(err);
-    if (!patch.empty()) f.patch = std::move(patch);
-    co_await finish(db, std::move(f));
-}
-
-net::awaitable<void> runner_service::fail(pg::session& db, command_row cmd,
-                                          std::optional<int> exit_code, std::string error,
-                                          std::string out, std::string err, std::string patch) {
-    final_transition f;
-    f.cmd = std::move(cmd);
-    f.done = false;
-    f.exit_code = exit_code;
-    f.error = error_text(error);
-    if (!out.empty()) f.out = std::move(out);
-    if (!err.empty()) f.err = std::move(err);
-    if (!patch.empty()) f.patch = std::move(patch);
-    co_await finish(db, std::move(f));
-}
-
-net::awaitable<void> runner_service::finish(pg::session& db, final_transition f) {
-    if (&db != &db_) {
-        co_await write_final(db, std::move(f));
-        co_return;
-    }
-    // Made with the next lease (lease()), or by flush_final() when no lease follows.
-    co_await flush_final();  // a handler ends with one final transition; never keep two
-    final_ = std::move(f);
-}
-
-net::awaitable<void> runner_service::flush_final() {
-    if (!final_) co_return;
-    final_transition f = std::move(*final_);
-    final_.reset();
-    co_await write_final(db_, std::move(f));
-}
-
-net::awaitable<void> runner_service::write_final(pg::session& db, final_transition f) {
-    const command_row& c = f.cmd;
-    pg::params params;
-    std::string what, sql_text;
-    if (f.done) {
-        what = "complete";
-        sql_text = sql::kComplete;
-        params = pg::params{c.id, f.exit_code.value_or(0), f.out, f.err, c.lease_token, f.patch};
-    } else {
-        what = "fail";
-        sql_text = sql::kFail;
-        params = pg::params{c.id, f.exit_code, f.error, c.lease_token, f.out, f.err, f.patch};
-    }
-    const bool ok =
-        co_await transition(db, std::move(what), std::move(sql_text), std::move(params), c.id);
-    if (ok) log_final(f);
-}
-
-void runner_service::log_final(const final_transition& f) const {
-    if (f.done) {
-        log::info("command done", {{"command_id", f.cmd.id}, {"action", f.cmd.action}});
-    } else {
-        log::info(
-            "command failed",
-            {{"command_id", f.cmd.id}, {"action", f.cmd.action}, {"error", f.error.value_or("")}});
-    }
 }
 
 net::awaitable<void> runner_service::patch_payload(pg::session& db, command_row cmd,
@@ -386,30 +322,10 @@ net::awaitable<void> runner_service::patch_payload(pg::session& db, command_row 
 
 net::awaitable<bool> runner_service::transition(pg::session& db, std::string what, std::string sql,
                                                 pg::params params, std::string command_id) {
-    // A broken connection is retried (the statement either committed or not; a second attempt
-    // after a commit fails with AW001/AW002 and is reported, never applied twice).
-    for (int attempt = 0;; ++attempt) {
-        std::string failure;
-        bool domain = false;
-        try {
-            co_await db.exec(sql, params, false, /*prepared=*/true);
-            co_return true;
-        } catch (const pg::connection_error& e) {
-            failure = e.what();
-            db.reset();
-        } catch (const pg::sql_error& e) {
-            failure = e.what();
-            domain = true;
-        }
-        if (domain || attempt >= 30) {
-            log::warn("command transition refused",
-                      {{"command_id", command_id}, {"transition", what}, {"error", failure}});
-            co_return false;
-        }
-        log::warn("database unavailable during a transition, retrying",
-                  {{"command_id", command_id}, {"transition", what}, {"error", failure}});
-        co_await sleep_ms(std::chrono::milliseconds(std::min(250 * (attempt + 1), 3000)));
-    }
+    const auto status = co_await core::retry_transition(
+        transition_retry(), "commands", what + " " + command_id,
+        [&]() -> net::awaitable<void> { co_await db.exec(sql, params, false, /*prepared=*/true); });
+    co_return status == core::finish_status::written;
 }
 
 }  // namespace awp::runner

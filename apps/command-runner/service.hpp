@@ -1,6 +1,7 @@
-// The command runner service: the queue work. Registration and LISTEN + safety poll at start,
-// then lease and start -> run (executor.hpp, auth_flows.hpp) -> complete/fail (with the next
-// lease) one command at a time; heartbeat and secrets sync alongside (housekeeping.hpp).
+// The command runner service: registration at start, then the command queue on the shared lease
+// driver (core::queue_driver: LISTEN + safety poll, lease and start -> run (executor.hpp,
+// auth_flows.hpp) -> complete/fail with the next lease, one command at a time); heartbeat and
+// secrets sync alongside (housekeeping.hpp).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,27 @@
 
 namespace awp::runner {
 
+class runner_service;
+
+/// The runner's side of core::queue_driver (service.cpp): one command at a time, leased and
+/// started in one statement, its final transition written with the next lease (sql/0015).
+struct command_queue {
+    using row_type = command_row;
+    using outcome_type = command_outcome;
+    runner_service& svc;
+
+    net::awaitable<core::lease_batch<command_row>> lease(std::size_t room);
+    net::awaitable<core::lease_batch<command_row>> finish_and_lease(const command_row& cmd,
+                                                                    const command_outcome& o,
+                                                                    std::size_t room);
+    net::awaitable<command_outcome> work(command_row& cmd, std::size_t slot);
+    command_outcome failed(const command_row&, std::string what) const {
+        return command_outcome::failure(std::move(what));
+    }
+    net::awaitable<void> finish(const command_row& cmd, const command_outcome& o, std::size_t slot);
+    void settled(const command_row& cmd, const command_outcome& o, core::finish_status status);
+};
+
 class runner_service : public core::daemon::service, private command_io {
 public:
     runner_service(net::io_context& ioc, runner_config cfg);
@@ -41,56 +63,39 @@ public:
     std::size_t auth_flows() const noexcept { return flows_ ? flows_->size() : 0; }
 
 private:
-    net::awaitable<std::optional<command_row>> lease();
-    net::awaitable<void> handle(command_row cmd);
-    /// The command planned, checked and run: what handle() writes.
+    friend struct command_queue;
+    /// The command planned, checked and run: what the driver then writes.
     net::awaitable<command_outcome> outcome_of(const command_row& cmd);
     net::awaitable<void> run_housekeeping();
+    /// The back-off of every transition of a command (core::retry_policy).
+    static core::retry_policy transition_retry();
 
-    /// The command is running from lease() on, with a COMMAND_TIMEOUT + 60 s lease; a run that
-    /// may take longer extends it. False when the lease was lost (logged).
+    /// The command is running from its lease on, with a COMMAND_TIMEOUT + 60 s lease; a run
+    /// that may take longer extends it. False when the lease was lost (logged).
     net::awaitable<bool> hold_for(core::pg::session& db, const command_row& cmd,
                                   int lease_seconds) override;
+    /// A done or failed outcome written at once (an auth flow's end on its connection, a dead
+    /// run failed at start-up); the lease loop's own commands are finished by the driver.
     net::awaitable<void> write_outcome(core::pg::session& db, command_row cmd,
                                        command_outcome o) override;
-    /// complete_command / fail_command, retried across a reconnect. Outputs must be clean text.
-    /// On the lease loop's connection (db_) the transition is kept in final_ and made by the next
-    /// lease() in the same transaction as the next lease (finish_and_lease_command), or by
-    /// flush_final() when no lease follows; on any other connection it is made at once.
-    net::awaitable<void> complete(core::pg::session& db, command_row cmd, int exit_code,
-                                  std::string out, std::string err, std::string patch);
-    net::awaitable<void> fail(core::pg::session& db, command_row cmd, std::optional<int> exit_code,
-                              std::string error, std::string out, std::string err,
-                              std::string patch);
-    /// The final transition of a command handled on the lease loop, not yet written.
-    struct final_transition {
-        command_row cmd;
-        bool done = true;  // complete_command; false: fail_command
-        std::optional<int> exit_code;
-        std::optional<std::string> error, out, err, patch;
-    };
-    net::awaitable<void> finish(core::pg::session& db, final_transition f);
-    /// Writes final_ on its own (complete_command / fail_command), if there is one.
-    net::awaitable<void> flush_final();
-    net::awaitable<void> write_final(core::pg::session& db, final_transition f);
-    void log_final(const final_transition& f) const;
-    net::awaitable<bool> transition(core::pg::session& db, std::string what, std::string sql,
-                                    core::pg::params params, std::string command_id);
     net::awaitable<void> patch_payload(core::pg::session& db, command_row cmd,
                                        std::string patch) override;
+    /// One statement of a leased command, retried through an outage (core::retry_transition);
+    /// false when it was refused or given up (logged).
+    net::awaitable<bool> transition(core::pg::session& db, std::string what, std::string sql,
+                                    core::pg::params params, std::string command_id);
 
     net::io_context& ioc_;
     runner_config cfg_;
     std::string slug_, gateway_id_, tenant_id_;
     core::pg::session db_;  // the lease loop's connection (one command at a time)
     housekeeping hk_;       // heartbeat and secrets sync, on a connection of its own
-    std::unique_ptr<core::listener> listener_;
-    std::unique_ptr<core::queue_driver<command_row>> driver_;
+    command_queue queue_{*this};
+    std::unique_ptr<core::queue_driver<command_queue>> driver_;
     std::unique_ptr<executor> executor_;  // made once the gateway is known
     std::unique_ptr<runner::auth_flows> flows_;
-    core::event flows_idle_;                 // an auth flow, the housekeeping or the listener ended
-    std::optional<final_transition> final_;  // see complete()
-    bool ready_ = false, stopping_ = false, housekeeping_done_ = false, listener_done_ = false;
+    core::event flows_idle_;  // an auth flow, the housekeeping or the listener ended
+    bool ready_ = false, stopping_ = false, housekeeping_done_ = false;
 };
 
 }  // namespace awp::runner

@@ -110,6 +110,52 @@ concept combined_lease_queue = lease_queue<Q> &&
         } -> std::same_as<net::awaitable<lease_batch<typename Q::row_type>>>;
 };
 
+/// The one retry loop of every transition a queue writes (the driver's final transitions, the
+/// runner's lease extensions and payload patches): attempt() runs until it succeeds; a lost
+/// connection (pg::connection_error) is retried with the policy's back-off for
+/// policy.finish_for, then given up (the row's lease expiry settles it); any other error is a
+/// refusal (lease lost, illegal transition: the row says what happened), logged, not retried.
+/// A retry after a commit that did happen is refused by the row's checks, never applied twice.
+template <class Attempt>
+net::awaitable<finish_status> retry_transition(retry_policy policy, std::string queue,
+                                               std::string what, Attempt attempt) {
+    auto ex = co_await net::this_coro::executor;
+    const auto give_up = std::chrono::steady_clock::now() + policy.finish_for;
+    pg::backoff backoff(policy.first, policy.cap);
+    for (;;) {
+        std::string failure;
+        bool broken = false;
+        try {
+            co_await attempt();
+            co_return finish_status::written;
+        } catch (const pg::connection_error& e) {
+            failure = e.what();
+            broken = true;
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        if (!broken) {
+            log::warn("transition refused",
+                      {{"queue", queue}, {"transition", what}, {"error", failure}});
+            co_return finish_status::refused;
+        }
+        if (std::chrono::steady_clock::now() >= give_up) {
+            log::error("giving up a transition; the row's lease will expire",
+                       {{"queue", queue}, {"transition", what}, {"error", failure}});
+            co_return finish_status::abandoned;
+        }
+        const auto wait = backoff.next();
+        log::warn("database unavailable during a transition, retrying",
+                  {{"queue", queue},
+                   {"transition", what},
+                   {"error", failure},
+                   {"retry_ms", static_cast<long>(wait.count())}});
+        net::steady_timer t(ex, wait);
+        boost::system::error_code ec;
+        co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+    }
+}
+
 /// The owner's view of the wake-up: every notification (return true when it concerns the
 /// queue: wakes it) and every rescan (after each LISTEN succeeded and each safety poll).
 struct queue_hooks {
@@ -325,42 +371,9 @@ private:
 
     /// The final transition, retried through an outage for retry.finish_for.
     net::awaitable<void> finish(const item& row, const outcome& out, std::size_t slot) {
-        const auto give_up = std::chrono::steady_clock::now() + opts_.retry.finish_for;
-        pg::backoff backoff(opts_.retry.first, opts_.retry.cap);
-        for (;;) {
-            std::string failure;
-            bool broken = false;
-            try {
-                co_await q_.finish(row, out, slot);
-                settle(row, out, finish_status::written);
-                co_return;
-            } catch (const pg::connection_error& e) {
-                failure = e.what();
-                broken = true;
-            } catch (const std::exception& e) {
-                failure = e.what();
-            }
-            if (!broken) {
-                // Lease lost or an illegal transition: the row says what happened.
-                log::warn("final transition refused", {{"queue", opts_.name}, {"error", failure}});
-                settle(row, out, finish_status::refused);
-                co_return;
-            }
-            if (std::chrono::steady_clock::now() >= give_up) {
-                log::error("giving up the final transition; the row's lease will expire",
-                           {{"queue", opts_.name}, {"error", failure}});
-                settle(row, out, finish_status::abandoned);
-                co_return;
-            }
-            const auto wait = backoff.next();
-            log::warn("database unavailable during a final transition, retrying",
-                      {{"queue", opts_.name},
-                       {"error", failure},
-                       {"retry_ms", static_cast<long>(wait.count())}});
-            net::steady_timer t(ex_, wait);
-            boost::system::error_code ec;
-            co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
-        }
+        const finish_status status = co_await retry_transition(
+            opts_.retry, opts_.name, "final", [&]() { return q_.finish(row, out, slot); });
+        settle(row, out, status);
     }
 
     void settle(const item& row, const outcome& out, finish_status status) {
