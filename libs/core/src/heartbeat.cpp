@@ -103,6 +103,8 @@ net::awaitable<outcome> beater::beat() {
     out.gateway_status = r.get<std::string>(0, 2);
     gateway_id_ = out.gateway_id;
     tenant_id_ = out.tenant_id;
+    // Counted where the beat lands, so beats() and last_error() never disagree.
+    last_error_.clear();
     ++beats_;
     if (on_beat_) on_beat_(out);
     co_return out;
@@ -118,6 +120,10 @@ net::awaitable<beater::attempt> beater::try_beat() {
         a.error = e.what();
     } catch (const std::exception& e) {
         a.error = e.what();
+    }
+    if (!a.ok && !stopped_) {  // a beat abandoned by stop() is no failure
+        ++failures_;
+        last_error_ = a.error;
     }
     co_return a;
 }
@@ -144,17 +150,10 @@ net::awaitable<void> beater::run() {
             break;
         }
         const attempt& a = std::get<0>(r);
-        if (a.ok) {
-            last_error_.clear();
-            warned = false;
-        } else {
-            ++failures_;
-            last_error_ = a.error;
-            if (!warned) {
-                log::warn("heartbeat failed", {{"gateway", cfg_.gateway}, {"error", a.error}});
-                warned = true;
-            }
+        if (!a.ok && !warned) {
+            log::warn("heartbeat failed", {{"gateway", cfg_.gateway}, {"error", a.error}});
         }
+        warned = !a.ok;
         if (stopped_) break;
         co_await wake_.wait_for(cfg_.interval);
     }
