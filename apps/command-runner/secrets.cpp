@@ -14,6 +14,7 @@
 #include "awp/core/crypto.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
+#include "awp/core/secrets.hpp"
 
 namespace awp::runner {
 
@@ -78,6 +79,11 @@ sync_result write_secret_files(const std::string& dir, const std::string& key,
     std::map<std::string, std::map<std::string, std::string>> agent_vars;
     for (const auto& r : rows) {
         std::string plain;
+        // The files hold `NAME='value'` lines: a name the SQL would refuse is never written.
+        if (!core::secrets::is_valid_name(r.key)) {
+            out.failed_ids.push_back(r.id);
+            continue;
+        }
         try {
             plain = core::crypto::decrypt_secret_with_key(r.encrypted_value, key);
         } catch (const std::exception&) {
@@ -94,23 +100,21 @@ sync_result write_secret_files(const std::string& dir, const std::string& key,
     }
     const fs::path root(dir);
     ensure_dir(root);
-    ensure_dir(root / "agents");
+    ensure_dir(root / core::secrets::kAgentsDir);
     std::vector<std::pair<std::string, std::string>> gw(gateway_vars.begin(), gateway_vars.end());
-    write_file_atomic((root / "gateway.env").string(), format_env_file(gw));
+    write_file_atomic((root / core::secrets::kGatewayEnvFile).string(), format_env_file(gw));
     for (const auto& [slug, vars] : agent_vars) {
-        // Slugs come from agents.slug ([A-Za-z0-9._-], no ".."): the file stays in agents/.
-        if (slug.empty() || slug.find('/') != std::string::npos ||
-            slug.find("..") != std::string::npos) {
-            continue;
-        }
+        // Only an agent slug names a file, so the file stays in agents/.
+        const auto file = core::secrets::agent_env_file(slug);
+        if (!file) continue;
         std::map<std::string, std::string> merged = gateway_vars;
         for (const auto& [k, v] : vars) merged[k] = v;
         std::vector<std::pair<std::string, std::string>> list(merged.begin(), merged.end());
-        write_file_atomic((root / "agents" / (slug + ".env")).string(), format_env_file(list));
+        write_file_atomic((root / *file).string(), format_env_file(list));
         ++out.agent_files;
     }
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(root / "agents", ec)) {
+    for (const auto& entry : fs::directory_iterator(root / core::secrets::kAgentsDir, ec)) {
         const auto name = entry.path().filename().string();
         if (name.size() < 4 || name.compare(name.size() - 4, 4, ".env") != 0) continue;
         if (!agent_vars.count(name.substr(0, name.size() - 4))) fs::remove(entry.path(), ec);
@@ -175,9 +179,7 @@ boost::asio::awaitable<sync_result> sync_secrets(core::pg::connection& c, std::s
 }
 
 std::string secrets_key(const std::string& hosted_key, const std::string& service_role_key) {
-    if (!hosted_key.empty()) return core::crypto::parse_hosted_secrets_key(hosted_key);
-    if (!service_role_key.empty()) return core::crypto::derive_secret_key(service_role_key);
-    return "";
+    return core::secrets::encryption_key(hosted_key, service_role_key);
 }
 
 }  // namespace awp::runner

@@ -43,7 +43,7 @@ boost::asio::awaitable<sync_result> sync_secrets(core::pg::connection& c, std::s
                                                  std::string dir, std::string key);
 
 /// The 32-byte key: HOSTED_SECRETS_KEY when given, else HKDF of the service-role key; empty
-/// when neither is configured (sync is then disabled).
+/// when neither is configured (sync is then disabled). core::secrets::encryption_key.
 std::string secrets_key(const std::string& hosted_key, const std::string& service_role_key);
 
 }  // namespace awp::runner

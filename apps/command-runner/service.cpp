@@ -65,9 +65,11 @@ net::awaitable<void> runner_service::run() {
         } catch (const pg::connection_error& e) {
             failure = e.what();
             db_.reset();
+        } catch (const pg::not_found& e) {
+            failure = e.what();
+            fatal = true;
         } catch (const pg::domain_error& e) {
             failure = e.what();
-            fatal = e.sqlstate() == "AW003";
         }
         if (fatal) throw core::config_error("gateway \"" + slug_ + "\": " + failure);
         log::warn("start-up: cannot reach the gateway row, retrying", {{"error", failure}});

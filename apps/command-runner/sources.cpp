@@ -9,6 +9,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/json.hpp"
+#include "awp/core/secrets.hpp"
 
 #include "awp/http/client.hpp"
 
@@ -51,16 +52,7 @@ std::map<std::string, std::string> read_env_file(const std::string& path) {
 std::map<std::string, std::string> source_credentials(const std::map<std::string, std::string>& env,
                                                       const std::string& provider,
                                                       const std::string& connection_id) {
-    std::string prefix;
-    for (char ch : provider) {
-        prefix.push_back(std::isalnum(static_cast<unsigned char>(ch))
-                             ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch)))
-                             : '_');
-    }
-    prefix += "_SOURCE_";
-    for (char ch : connection_id.substr(0, 8)) {
-        prefix.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
-    }
+    const std::string prefix = core::secrets::source_secret_name(provider, connection_id);
     std::map<std::string, std::string> out;
     for (const auto& [k, v] : env) {
         if (k == prefix) {

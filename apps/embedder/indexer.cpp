@@ -131,8 +131,9 @@ std::string chunks_json(const chunking& ch, const std::vector<embed::embedding_r
 }
 
 bool is_stale(const pg::sql_error& e) {
-    const auto& s = e.sqlstate();
-    return s == "AW005" || s == "AW002" || s == "AW001";
+    return dynamic_cast<const pg::stale_source_hash*>(&e) ||
+           dynamic_cast<const pg::lease_lost*>(&e) ||
+           dynamic_cast<const pg::illegal_transition*>(&e);
 }
 
 }  // namespace

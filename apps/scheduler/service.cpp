@@ -1,16 +1,12 @@
 // The scheduler's ticks: claim (advisory locks), run the three maintenance functions, log.
 #include "service.hpp"
 
-#include <unistd.h>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include "awp/core/gateway.hpp"
 #include "awp/core/log.hpp"
-#include "awp/core/time.hpp"
 
 namespace awp::scheduler {
 
@@ -26,10 +22,6 @@ constexpr const char* kVersion = "0.1.0";
 // (kLockClass, -1) serialises the work of the ticks.
 constexpr int kLockClass = 0x61777073;  // "awps"
 constexpr int kWorkKey = -1;
-
-constexpr const char* kHeartbeatSql = R"(
-SELECT h.gateway_status::text FROM public.daemon_heartbeat($1, $2, $3, $4::integer, $5,
-  $6::timestamptz, $7::jsonb, $8::uuid) h)";
 
 int tick_key(std::int64_t n) { return static_cast<int>(n % 2147483647); }
 
@@ -60,17 +52,29 @@ void add_options(core::daemon::cli& cli, config& c) {
 service::service(net::io_context& ioc, config cfg)
     : ioc_(ioc),
       cfg_(std::move(cfg)),
-      started_at_(core::now_iso8601_utc()),
       db_(cfg_.common.database_url, "tick"),
       heartbeat_db_(cfg_.common.database_url, "heartbeat"),
+      heartbeat_(
+          ioc.get_executor(), heartbeat_db_,
+          {.gateway = cfg_.gateway,
+           .tenant_id = cfg_.tenant_id.empty() ? std::nullopt : std::optional(cfg_.tenant_id),
+           .daemon = kDaemon,
+           .instance = cfg_.common.instance,
+           .version = kVersion,
+           .started_at = {},
+           .interval = cfg_.heartbeat()},
+          [this](core::heartbeat::details& d) {
+              d.add("last_tick", last_tick_)
+                  .add("ticks_run", ticks_run_)
+                  .add("ticks_skipped", ticks_skipped_);
+          }),
       tick_timer_(ioc),
-      heartbeat_timer_(ioc),
       heartbeat_done_(ioc.get_executor()) {}
 
 void service::request_stop() {
     stopping_ = true;
     tick_timer_.cancel();
-    heartbeat_timer_.cancel();
+    heartbeat_.stop();
 }
 
 std::int64_t service::tick_of(std::chrono::system_clock::time_point t) const {
@@ -165,7 +169,7 @@ net::awaitable<void> service::run() {
     co_await db_.get();
     log::info("ready", {{"tick_interval_ms", static_cast<long>(cfg_.tick_interval().count())}});
     core::daemon::notify_ready();
-    net::co_spawn(ex, heartbeat_loop(), [this](std::exception_ptr e) {
+    net::co_spawn(ex, heartbeat_.run(), [this](std::exception_ptr e) {
         if (e) {
             try {
                 std::rethrow_exception(e);
@@ -239,48 +243,8 @@ net::awaitable<void> service::run() {
         co_await tick_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
         n = std::max(next, tick_of(std::chrono::system_clock::now()));
     }
-    heartbeat_timer_.cancel();
+    heartbeat_.stop();
     co_await heartbeat_done_.wait();
-}
-
-net::awaitable<void> service::heartbeat_loop() {
-    bool warned = false;
-    std::optional<std::string> tenant;
-    if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
-    while (!stopping_) {
-        const std::string meta = "{\"last_tick\":" + std::to_string(last_tick_) +
-                                 ",\"ticks_run\":" + std::to_string(ticks_run_) +
-                                 ",\"ticks_skipped\":" + std::to_string(ticks_skipped_) + "}";
-        std::string failure;
-        try {
-            // GATEWAY_ID resolved at the first heartbeat that reaches the database, then kept:
-            // the heartbeat names the id, whatever is registered or renamed later. A gateway
-            // not found is a warning (the scheduler's work is not the heartbeat's), retried.
-            if (gateway_id_.empty()) {
-                const auto gw =
-                    co_await core::gateway::resolve(heartbeat_db_, cfg_.gateway, tenant);
-                gateway_id_ = gw.id;
-                tenant_id_ = gw.tenant_id;
-            }
-            co_await heartbeat_db_.query(kHeartbeatSql, gateway_id_, kDaemon, cfg_.common.instance,
-                                         static_cast<int>(::getpid()), kVersion, started_at_, meta,
-                                         tenant_id_);
-            warned = false;
-        } catch (const pg::connection_error& e) {
-            heartbeat_db_.reset();
-            failure = e.what();
-        } catch (const std::exception& e) {
-            failure = e.what();
-        }
-        if (!failure.empty() && !warned) {
-            log::warn("heartbeat failed", {{"gateway", cfg_.gateway}, {"error", failure}});
-            warned = true;
-        }
-        if (stopping_) break;
-        heartbeat_timer_.expires_after(cfg_.heartbeat());
-        boost::system::error_code ec;
-        co_await heartbeat_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
-    }
 }
 
 }  // namespace awp::scheduler

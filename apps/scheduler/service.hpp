@@ -13,6 +13,7 @@
 
 #include "awp/core/daemon.hpp"
 #include "awp/core/event.hpp"
+#include "awp/core/heartbeat.hpp"
 #include "awp/core/pg.hpp"
 
 namespace awp::scheduler {
@@ -64,21 +65,18 @@ public:
     std::uint64_t ticks_skipped() const noexcept { return ticks_skipped_; }
 
 private:
-    net::awaitable<void> heartbeat_loop();
     std::int64_t tick_of(std::chrono::system_clock::time_point t) const;
     std::chrono::system_clock::time_point start_of(std::int64_t n) const;
 
     net::io_context& ioc_;
     config cfg_;
-    std::string started_at_;
-    std::string gateway_id_, tenant_id_;  // GATEWAY_ID resolved (first heartbeat)
     core::pg::session db_;
     core::pg::session heartbeat_db_;
+    core::heartbeat::beater heartbeat_;  // GATEWAY_ID resolved by its first beat
     std::optional<std::int64_t> held_tick_;
     std::int64_t last_tick_ = -1;
     bool stopping_ = false;
     net::steady_timer tick_timer_;
-    net::steady_timer heartbeat_timer_;
     core::event heartbeat_done_;
     std::uint64_t ticks_run_ = 0;
     std::uint64_t ticks_skipped_ = 0;

@@ -12,6 +12,7 @@
 #include "awp/core/error.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
+#include "awp/core/secrets.hpp"
 #include "awp/core/time.hpp"
 #include "awp/http/client.hpp"
 
@@ -25,7 +26,6 @@ namespace {
 
 const std::regex kId("^[a-z0-9][a-z0-9_-]{0,63}$");
 const std::regex kRunnerProvider("^[a-z][a-z0-9_-]{0,63}$");
-const std::regex kEnvName("^[A-Za-z_][A-Za-z0-9_]{0,127}$");
 
 const rapidjson::Value* member(const rapidjson::Value& o, const char* name) {
     auto it = o.FindMember(name);
@@ -70,7 +70,7 @@ std::string substitute(const std::string& text, const env_lookup& env,
         const auto close = text.find('}', open + 2);
         if (close == std::string::npos) throw error(field + ": unterminated ${");
         const std::string name = text.substr(open + 2, close - open - 2);
-        if (!std::regex_match(name, kEnvName)) throw error(field + ": bad variable name in ${}");
+        if (!core::secrets::is_valid_name(name)) throw error(field + ": bad variable name in ${}");
         auto v = env(name);
         if (!v || v->empty()) {
             if (std::find(missing.begin(), missing.end(), name) == missing.end()) {
@@ -155,11 +155,11 @@ connector parse_connector(std::string_view text, std::string_view dir_name, cons
             substitute(req_str(o, "authorize_url", w), env, oauth_missing, w + "authorize_url");
         c.token_url = substitute(req_str(o, "token_url", w), env, oauth_missing, w + "token_url");
         c.client_id_env = req_str(o, "client_id_env", w);
-        if (!std::regex_match(c.client_id_env, kEnvName)) {
+        if (!core::secrets::is_valid_name(c.client_id_env)) {
             throw error(w + "client_id_env must be an environment variable name");
         }
         c.client_secret_env = opt_str(o, "client_secret_env", w).value_or("");
-        if (!c.client_secret_env.empty() && !std::regex_match(c.client_secret_env, kEnvName)) {
+        if (!c.client_secret_env.empty() && !core::secrets::is_valid_name(c.client_secret_env)) {
             throw error(w + "client_secret_env must be an environment variable name");
         }
         if (const auto* s = member(o, "scopes")) {

@@ -11,6 +11,7 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/log.hpp"
+#include "awp/core/secrets.hpp"
 #include "awp/core/time.hpp"
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
@@ -34,10 +35,8 @@ constexpr std::size_t kMaxParam = 2048;
 /// The enc:v1 key the command runner decrypts with: HOSTED_SECRETS_KEY, else HKDF of the
 /// service-role key. 503 when neither is configured.
 std::string secrets_key(const gateway_config& cfg) {
-    if (!cfg.hosted_secrets_key.empty()) {
-        return crypto::parse_hosted_secrets_key(cfg.hosted_secrets_key);
-    }
-    if (!cfg.service_role_key.empty()) return crypto::derive_secret_key(cfg.service_role_key);
+    auto key = core::secrets::encryption_key(cfg.hosted_secrets_key, cfg.service_role_key);
+    if (!key.empty()) return key;
     throw http_error(503, "secrets_key_missing",
                      "source credentials need SERVICE_ROLE_KEY or HOSTED_SECRETS_KEY on the "
                      "api-gateway");
@@ -50,16 +49,7 @@ std::string state_key(const gateway_config& cfg) {
 
 /// <PROVIDER>_SOURCE_<first 8 of the id, upper-case>: the runner's credentials variable.
 std::string secret_name(const std::string& runner_provider, const std::string& connection_id) {
-    std::string out;
-    for (char ch : runner_provider) {
-        const auto u = static_cast<unsigned char>(ch);
-        out.push_back(std::isalnum(u) ? static_cast<char>(std::toupper(u)) : '_');
-    }
-    out += "_SOURCE_";
-    for (char ch : connection_id.substr(0, 8)) {
-        out.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(ch))));
-    }
-    return out;
+    return core::secrets::source_secret_name(runner_provider, connection_id);
 }
 
 std::string cookie_name(const std::string& provider) { return "awp_oauth_" + provider; }
@@ -888,7 +878,7 @@ net::awaitable<response> gateway::oauth_callback(request r) {
     const std::string note = "OAuth access token of source connection " + conn_id;
     auto secret = co_await t.query(upsert, st->gateway_id, name, secret_label, enc_access, note);
     const auto secret_id = secret.get<std::string>(0, 0);
-    const std::string refresh_name = name + "__REFRESH_TOKEN";
+    const std::string refresh_name = core::secrets::source_field_name(name, "refresh_token");
     if (!enc_refresh.empty()) {
         const std::string refresh_note = "OAuth refresh token of source connection " + conn_id;
         co_await t.query(upsert, st->gateway_id, refresh_name, secret_label, enc_refresh,

@@ -46,6 +46,27 @@ bool is_connection_sqlstate(std::string_view state) {
 
 }  // namespace
 
+std::string sqlstate_of(domain_code code) {
+    const int n = static_cast<int>(code);
+    std::string out = "AW000";
+    out[2] = static_cast<char>('0' + n / 100 % 10);
+    out[3] = static_cast<char>('0' + n / 10 % 10);
+    out[4] = static_cast<char>('0' + n % 10);
+    return out;
+}
+
+std::optional<domain_code> domain_code_of(std::string_view sqlstate) noexcept {
+    if (sqlstate.size() != 5 || !sqlstate.starts_with("AW")) return std::nullopt;
+    int n = 0;
+    for (const char c : sqlstate.substr(2)) {
+        if (c < '0' || c > '9') return std::nullopt;
+        n = n * 10 + (c - '0');
+    }
+    for (const auto code : kDomainCodes)
+        if (static_cast<int>(code) == n) return code;
+    return std::nullopt;
+}
+
 [[noreturn]] void throw_for_sqlstate(std::string state, std::string message, std::string detail,
                                      std::string hint) {
     if (is_connection_sqlstate(state)) throw connection_error(message);
@@ -55,7 +76,33 @@ bool is_connection_sqlstate(std::string_view state) {
     if (state == "40P01") throw deadlock_detected(state, message, detail, hint);
     if (state == "57014") throw query_canceled(state, message, detail, hint);
     if (state == "42501") throw insufficient_privilege(state, message, detail, hint);
-    if (state.starts_with("AW")) throw domain_error(state, message, detail, hint);
+    if (state.starts_with("AW")) {
+        const auto code = domain_code_of(state);
+        if (!code) throw domain_error(state, message, detail, hint);
+        switch (*code) {
+            case domain_code::illegal_transition:
+                throw illegal_transition(state, message, detail, hint);
+            case domain_code::lease_lost:
+                throw lease_lost(state, message, detail, hint);
+            case domain_code::not_found:
+                throw not_found(state, message, detail, hint);
+            case domain_code::invalid_argument:
+                throw invalid_argument(state, message, detail, hint);
+            case domain_code::stale_source_hash:
+                throw stale_source_hash(state, message, detail, hint);
+            case domain_code::registration_token_invalid:
+                throw registration_token_invalid(state, message, detail, hint);
+            case domain_code::registration_token_expired:
+                throw registration_token_expired(state, message, detail, hint);
+            case domain_code::registration_token_used:
+                throw registration_token_used(state, message, detail, hint);
+            case domain_code::no_tenant:
+                throw no_tenant(state, message, detail, hint);
+            case domain_code::operator_required:
+                throw operator_required(state, message, detail, hint);
+        }
+        throw domain_error(state, message, detail, hint);
+    }
     throw sql_error(std::move(state), std::move(message), std::move(detail), std::move(hint));
 }
 

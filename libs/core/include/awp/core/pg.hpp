@@ -3,6 +3,7 @@
 
 #include <libpq-fe.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -61,9 +62,81 @@ class query_canceled : public sql_error {  // 57014
 class insufficient_privilege : public sql_error {  // 42501
     using sql_error::sql_error;
 };
-/// An awp domain error raised by our SQL functions (SQLSTATE class AW: illegal transition, ...).
+/// The awp domain errors our SQL functions raise (SQLSTATE class AW): the one place their codes
+/// are spelled in C++. sql/README.md ("Errors") documents them; `integration: every AW code the
+/// SQL raises is a domain_code ...` holds the SQL, the README and this list to each other.
+enum class domain_code {
+    illegal_transition = 1,          ///< AW001: the status is not one the operation accepts
+    lease_lost = 2,                  ///< AW002: the lease token no longer matches
+    not_found = 3,                   ///< AW003: not found, or not visible to the caller
+    invalid_argument = 4,            ///< AW004: bad payload, field, cadence, range, slug ...
+    stale_source_hash = 5,           ///< AW005: the knowledge item changed since it was leased
+    registration_token_invalid = 6,  ///< AW006: unknown gateway registration token
+    registration_token_expired = 7,  ///< AW007
+    registration_token_used = 8,     ///< AW008
+    no_tenant = 9,                   ///< AW009: the session has no tenant
+    operator_required = 10,          ///< AW010: an operator's action, asked by a member
+};
+/// Every domain_code, in SQLSTATE order.
+inline constexpr std::array<domain_code, 10> kDomainCodes = {
+    domain_code::illegal_transition,
+    domain_code::lease_lost,
+    domain_code::not_found,
+    domain_code::invalid_argument,
+    domain_code::stale_source_hash,
+    domain_code::registration_token_invalid,
+    domain_code::registration_token_expired,
+    domain_code::registration_token_used,
+    domain_code::no_tenant,
+    domain_code::operator_required};
+/// "AW001" ... "AW010".
+[[nodiscard]] std::string sqlstate_of(domain_code code);
+/// The code of an AW SQLSTATE; nullopt for any other text (an AW code this build does not know).
+[[nodiscard]] std::optional<domain_code> domain_code_of(std::string_view sqlstate) noexcept;
+
+/// An awp domain error raised by our SQL functions (SQLSTATE class AW). throw_for_sqlstate
+/// throws the subclass of its code below; callers catch the type, never compare the text.
 class domain_error : public sql_error {
-    using sql_error::sql_error;
+public:
+    domain_error(std::string sqlstate, std::string message, std::string detail = {},
+                 std::string hint = {})
+        : sql_error(std::move(sqlstate), std::move(message), std::move(detail), std::move(hint)),
+          code_(domain_code_of(this->sqlstate())) {}
+    /// The code; nullopt for an AW SQLSTATE this build does not know (a newer schema).
+    std::optional<domain_code> code() const noexcept { return code_; }
+
+private:
+    std::optional<domain_code> code_;
+};
+class illegal_transition : public domain_error {  // AW001
+    using domain_error::domain_error;
+};
+class lease_lost : public domain_error {  // AW002
+    using domain_error::domain_error;
+};
+class not_found : public domain_error {  // AW003
+    using domain_error::domain_error;
+};
+class invalid_argument : public domain_error {  // AW004
+    using domain_error::domain_error;
+};
+class stale_source_hash : public domain_error {  // AW005
+    using domain_error::domain_error;
+};
+class registration_token_invalid : public domain_error {  // AW006
+    using domain_error::domain_error;
+};
+class registration_token_expired : public domain_error {  // AW007
+    using domain_error::domain_error;
+};
+class registration_token_used : public domain_error {  // AW008
+    using domain_error::domain_error;
+};
+class no_tenant : public domain_error {  // AW009
+    using domain_error::domain_error;
+};
+class operator_required : public domain_error {  // AW010
+    using domain_error::domain_error;
 };
 
 /// The connection failed or broke (connect refused, server restarted, socket closed).
