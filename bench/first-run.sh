@@ -43,7 +43,7 @@ time_pid=$!
 since() { awk -v s="$start" -v n="$(date +%s.%N)" 'BEGIN {printf "%.1f", n - s}'; }
 running=
 while kill -0 "$time_pid" 2>/dev/null; do
-  if grep -q 'daemons running' "$log"; then running=$(since); break; fi
+  if grep -qs 'daemons running' "$log"; then running=$(since); break; fi
   sleep 0.5
 done
 [[ -n $running ]] || { echo "first-run: run-stack ended before the stack was up; see $log" >&2; exit 1; }
