@@ -18,6 +18,7 @@ OUT=${OUT:-/tmp/awp-first-run}
 export AWP_PG_PORT=${AWP_PG_PORT:-54340}
 sha=$(git -C "$SRC" rev-parse --short "$REV")
 dir=$(mktemp -d "/tmp/fresh-$sha.XXXXXX")
+chmod 755 "$dir"  # as a checkout normally is: the cluster's data stays in it (postgres reaches it)
 log=$OUT/$sha.log
 mkdir -p "$OUT"
 git clone -q "$SRC" "$dir"

@@ -97,7 +97,7 @@ step_spawn() {
 # transport) and over TCP (a runner on another host).
 pdb=${db}_p
 proto_db() {
-  psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $pdb WITH (FORCE)" \
+  PGOPTIONS="-c client_min_messages=warning" psql -X -q "$AWP_PG_ADMIN_DSN" -c "DROP DATABASE IF EXISTS $pdb WITH (FORCE)" \
     -c "CREATE DATABASE $pdb TEMPLATE awp_test_template"
   PADMIN="${AWP_PG_ADMIN_DSN/dbname=awp/dbname=$pdb}"
   PGW=$(psql -X -qAt "$PADMIN" -c \
@@ -168,6 +168,20 @@ fi
 if [[ -f $OUT/pglimit.txt ]]; then
   echo "Postgres limit (pg-limit.sh):"; grep -iE 'tps|clients|lease' "$OUT/pglimit.txt" | sed 's/^/    /' | head -12
 fi
+# The ratios: protocol over Unix socket (the peer's transport) ÷ graphile-worker's default mode,
+# net of start-up, at the same concurrency; ÷ pg-limit's synchronous claim+complete line.
+peer() {  # file, awk pattern of the line, field regex before the number
+  [[ -f $OUT/$1 ]] && awk -v pat="$2" -v pre="$3" '$0 ~ pat { s = $0; if (match(s, pre "[ ]*[0-9.]+")) { s = substr(s, RSTART, RLENGTH); gsub(/[^0-9.]/, "", s); print s; exit } }' "$OUT/$1"
+}
+for n in 1 4; do
+  g=$(peer graphile.txt "^default +conc=$n " ': ' || true)
+  l=$(peer pglimit.txt "^lease +synchronous_commit=on +clients=$n " 'tps=' || true)
+  mine=$(val "proto$n-socket.txt" per_second)
+  line="protocol, $n leaser(s), Unix socket: $mine commands/s"
+  [[ -n $g ]] && line+=" = $(ratio "$mine" "$g") x graphile-worker ($g jobs/s)"
+  [[ -n $l ]] && line+=", $(ratio "$mine" "$l") x pg-limit's claim+complete ($l jobs/s, two transactions a job)"
+  [[ -n $g || -n $l ]] && printf '    %s\n' "$line"
+done
 printf '%-52s %s\n' "end to end, runtime exits at once" "$(val e2e.txt per_second) commands/s"
 printf '%-52s %s\n' "spawns of the runtime alone" "$(val spawn.txt per_second) spawns/s"
 rss_kb=$(val idle.txt rss_kb)
