@@ -73,3 +73,12 @@ fi
 RES=$OUT/run.r1 BIN=$BENCH_BIN_run
 mkdir -p "$RES"
 "$BIN/awp-bench-embedder" "$@" | tee "$RES/all.txt"
+# The ratios beside the limit: each HNSW setting's median ÷ the exact scan's; a model ÷ the fallback.
+figures "$RES/all.txt" | awk -F'\t' '
+  $1 == "search p50, exact scan" { exact = $2 }
+  $1 ~ /^search p50, HNSW/ { h[++n] = $1; hv[n] = $2 }
+  $1 ~ /^indexing, fallback/ { fb = $2 } $1 ~ /^indexing, MiniLM/ { ml = $2 }
+  END {
+    for (i = 1; i <= n; i++) if (exact > 0) printf "%s ÷ exact scan: %.3f\n", h[i], hv[i] / exact
+    if (fb > 0 && ml > 0) printf "indexing items/s, MiniLM-shaped model ÷ fallback: %.3f\n", ml / fb
+  }'
