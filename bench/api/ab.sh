@@ -10,7 +10,10 @@ A=${1:?usage: ab.sh <build A> <build B>}; B=${2:?usage: ab.sh <build A> <build B
 DUR=${DUR:-8}; ROUNDS=${ROUNDS:-3}; OUT=${OUT:-/tmp/awp-api-ab}
 PORT_A=${PORT_A:-38190}; PORT_B=${PORT_B:-38191}
 mkdir -p "$OUT"
-set -a; . "$REPO/.awp/cluster.env"; set +a
+set -a
+# shellcheck disable=SC1091
+. "$REPO/.awp/cluster.env"
+set +a
 db=awp_bench_ab_$$
 pids=()
 cleanup() {
@@ -20,11 +23,12 @@ cleanup() {
 trap cleanup EXIT
 psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db TEMPLATE awp_test_template"
 DSN="postgresql://awp_api:${AWP_PG_API_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$db"
-export JWT_SECRET=bench-jwt-secret-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+JWT_SECRET=bench-jwt-secret-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export JWT_SECRET
 TOKEN=$("$B/bin/awpctl" token --user-id "$(cat /proc/sys/kernel/random/uuid)" \
   --tenant-id 00000000-0000-0000-0000-000000000000 --ttl 3600)
 start() {  # build port name
-  rm -rf "$OUT/$3"
+  rm -rf "${OUT:?}/$3"
   API_PORT=$2 AWP_API_DATABASE_URL=$DSN AWP_CONFIG_DIR=$OUT/$3/config AGENTS_DIR=$OUT/$3/agents \
     API_TEMPLATES_DIR=$REPO/deploy/templates API_CONNECTORS_DIR=$REPO/deploy/connectors \
     "$1/bin/awp-api-gateway" 2>"$OUT/$3.log" &

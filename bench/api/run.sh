@@ -9,29 +9,33 @@
 #     at 10 connections, beside Postgres alone running the same four statements (pgbench, as
 #     many clients as the gateway's pool);
 #   idle RSS of awp-api-gateway and of next-server, after start-up, before any load.
-# Its own database: a clone of the test template (else a fresh one, migrated) on the project
-# cluster, dropped at exit. Usage: bench/api/run.sh [build dir]   (needs awp-api-gateway and
-# awpctl built, wrk, node + npm; the cluster up: scripts/pg-cluster.sh up). npm installs the
-# Next.js app's packages from the registry on first run (node_modules, .next are git-ignored).
+# Its own database: a clone of the test template on the project cluster, dropped at exit.
+# Usage: bench/api/run.sh [build dir]   (on a fresh checkout too: it builds awp-api-gateway and
+# awpctl, starts the project's cluster and makes the template database when missing;
+# bench/common.sh. Needs wrk, node and npm: scripts/install-deps.sh with AWP_DEPS=full.) npm
+# installs the Next.js app's packages from the registry on first run (node_modules and .next are
+# git-ignored; without the registry the peer cannot be built and the run stops, saying so).
+# DUR: seconds per wrk cell (10). AWP_BENCH_BIN=<dir>: awp-api-gateway from that folder.
 # Results also go to $OUT (default /tmp/awp-api-bench).
+# shellcheck disable=SC2317  # cleanup runs from the EXIT trap
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${1:-${AWP_BUILD_DIR:-$REPO/build}}
-BIN=$BUILD/bin
 APP=$REPO/bench/api/next-app
 OUT=${OUT:-/tmp/awp-api-bench}
 API_PORT=${API_PORT:-38180}
 NEXT_PORT=${NEXT_PORT:-38181}
 DUR=${DUR:-10}
 PGBENCH=/usr/lib/postgresql/15/bin/pgbench
-for b in awp-api-gateway awpctl; do
-  [ -x "$BIN/$b" ] || { echo "missing $BIN/$b: cmake --build $BUILD --target $b" >&2; exit 1; }
-done
 for t in wrk node npm psql; do
   command -v "$t" >/dev/null || { echo "missing $t (scripts/install-deps.sh with AWP_DEPS=full)" >&2; exit 1; }
 done
 mkdir -p "$OUT"
-set -a; . "$REPO/.awp/cluster.env"; set +a
+# shellcheck source=bench/common.sh
+. "$REPO/bench/common.sh"
+bench_prepare "$BUILD" awp-api-gateway
+BIN=$BENCH_BIN_run
+AWPCTL=$BUILD/bin/awpctl
 
 db=awp_bench_api_$$
 gw_pid=; next_pid=
@@ -42,17 +46,13 @@ cleanup() {
   return 0
 }
 trap cleanup EXIT
-if psql -X -qAt "$AWP_PG_ADMIN_DSN" -c "SELECT 1 FROM pg_database WHERE datname = 'awp_test_template'" | grep -q 1; then
-  psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db TEMPLATE awp_test_template"
-else
-  psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db"
-  "$BIN/awpctl" --database-url "${AWP_PG_ADMIN_DSN/dbname=awp/dbname=$db}" migrate >/dev/null
-fi
+psql -X -q "$AWP_PG_ADMIN_DSN" -c "CREATE DATABASE $db TEMPLATE awp_test_template"
 API_DSN="postgresql://awp_api:${AWP_PG_API_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$db"
-export JWT_SECRET=bench-jwt-secret-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+JWT_SECRET=bench-jwt-secret-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export JWT_SECRET
 TENANT=00000000-0000-0000-0000-000000000000
 USER_ID=$(cat /proc/sys/kernel/random/uuid)
-TOKEN=$("$BIN/awpctl" token --user-id "$USER_ID" --tenant-id "$TENANT" --email bench@example.com --ttl 3600)
+TOKEN=$("$AWPCTL" token --user-id "$USER_ID" --tenant-id "$TENANT" --email bench@example.com --ttl 3600)
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 mb() { awk -v k="$1" 'BEGIN {printf "%.1f MB", k / 1024}'; }
