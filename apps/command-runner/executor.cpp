@@ -9,6 +9,7 @@
 #include "awp/core/child_env.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/json.hpp"
+#include "awp/core/secrets.hpp"
 #include "awp/http/outbound.hpp"
 #include "awp/runtime/openclaw.hpp"
 #include "housekeeping.hpp"
@@ -205,8 +206,7 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
     std::string token_file;
     if (channel != "none") {
         // The runtime reads the bot token from a file awp keeps (0600), never from argv.
-        std::string var = channel + "_BOT_TOKEN";
-        for (char& c : var) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        const std::string var = core::secrets::channel_token_name(channel);
         auto env = read_env_file(cfg_.secrets_dir + "/agents/" + slug + ".env");
         if (env[var].empty()) env = read_env_file(cfg_.secrets_dir + "/gateway.env");
         if (env[var].empty()) {

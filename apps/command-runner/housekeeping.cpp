@@ -1,8 +1,9 @@
 // Heartbeat and secrets sync of the runner (housekeeping.hpp).
 #include "housekeeping.hpp"
 
-#include <unistd.h>
+#include <boost/asio/this_coro.hpp>
 
+#include "awp/core/heartbeat.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
 #include "command.hpp"
@@ -34,25 +35,27 @@ void housekeeping::set_gateway(std::string id, std::string slug, std::string ten
 
 net::awaitable<void> housekeeping::heartbeat(pg::session& db) {
     // Daemon-only row (users can read it, not write it): the sync state, and the address other
-    // api-gateways proxy this gateway's agents to.
-    std::vector<std::pair<std::string, std::string>> fields = {
-        {"runtime_mode", to_string(cfg_.mode)},
-        {"auth_flows", std::to_string(auth_flows_ ? auth_flows_() : 0)},
-        {"secrets_sync", secrets_key_.empty()     ? "off"
-                         : secrets_error_.empty() ? "ok"
-                                                  : "failed"}};
-    if (!secrets_error_.empty()) fields.emplace_back("secrets_error", secrets_error_);
-    if (!cfg_.gateway_api_url.empty()) fields.emplace_back("api_url", cfg_.gateway_api_url);
-    const std::string meta = json_object(fields);
-    auto r = co_await db.query(
-        "SELECT gateway_id::text, tenant_id::text, gateway_status::text FROM "
-        "public.daemon_heartbeat("
-        "p_gateway_slug => $1, p_daemon => $2, p_instance => $3, p_pid => $4, p_version => $5, "
-        "p_started_at => $6::timestamptz, p_meta => $7::jsonb, p_tenant_id => $8::uuid)",
-        gateway_id_, kDaemon, cfg_.instance, static_cast<int>(::getpid()), "0.1.0", started_at_,
-        meta, tenant_id_);
-    const std::string status = r.get<std::string>(0, 2);
-    if (status == "hibernating")
+    // api-gateways proxy this gateway's agents to. The beat itself is core::heartbeat's; its
+    // timing is the housekeeping loop's (each safety poll, and at once when the sync state
+    // changes), on the connection the secrets sync also uses.
+    core::heartbeat::config hc;
+    hc.gateway = gateway_id_;
+    hc.tenant_id = tenant_id_;
+    hc.daemon = kDaemon;
+    hc.instance = cfg_.instance;
+    hc.started_at = started_at_;
+    core::heartbeat::beater b(
+        co_await net::this_coro::executor, db, std::move(hc), [this](core::heartbeat::details& d) {
+            d.add("runtime_mode", to_string(cfg_.mode))
+                .add("auth_flows", std::to_string(auth_flows_ ? auth_flows_() : 0))
+                .add("secrets_sync", secrets_key_.empty()     ? "off"
+                                     : secrets_error_.empty() ? "ok"
+                                                              : "failed");
+            if (!secrets_error_.empty()) d.add("secrets_error", secrets_error_);
+            if (!cfg_.gateway_api_url.empty()) d.add("api_url", cfg_.gateway_api_url);
+        });
+    const auto beat = co_await b.beat();
+    if (beat.gateway_status == "hibernating")
         log::debug("gateway is hibernating; commands still run", {{"gateway", slug_}});
 }
 

@@ -110,18 +110,7 @@ net::awaitable<std::optional<core::gateway::ref>> resolve_gateway(pg::session& d
     // the same name changes nothing here.
     std::optional<std::string> tenant;
     if (!cfg.tenant_id.empty()) tenant = cfg.tenant_id;
-    for (;;) {
-        std::string failure;
-        try {
-            co_return co_await core::gateway::resolve(db, configured, tenant);
-        } catch (const pg::connection_error& e) {
-            failure = e.what();
-            db.reset();
-        }
-        log::warn("start-up: cannot look up the gateway, retrying", {{"error", failure}});
-        co_await sleep_ms(1s);
-        if (stopping) co_return std::nullopt;
-    }
+    co_return co_await core::gateway::resolve_at_start(db, configured, tenant, stopping);
 }
 
 net::awaitable<std::vector<dead_run>> recover_dead_runs(pg::session& db,

@@ -14,6 +14,7 @@
 
 #include "awp/core/channels.hpp"
 #include "awp/core/gateway.hpp"
+#include "awp/core/heartbeat.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
 
@@ -27,10 +28,6 @@ namespace {
 
 constexpr const char* kDaemon = "inbox-dispatcher";
 constexpr const char* kVersion = "0.1.0";
-
-constexpr const char* kHeartbeatSql = R"(
-SELECT h.gateway_status::text FROM public.daemon_heartbeat($1, $2, $3, $4::integer, $5,
-  $6::timestamptz, $7::jsonb, $8::uuid) h)";
 
 std::vector<std::string> known_secrets(const std::string& dsn) {
     std::vector<std::string> out;
@@ -63,21 +60,6 @@ void log_escaped(const char* what, std::exception_ptr e) {
     }
 }
 
-std::string json_escape(std::string_view s) {
-    std::string o;
-    for (char c : s) {
-        if (c == '"' || c == '\\') {
-            o += '\\';
-            o += c;
-        } else if (static_cast<unsigned char>(c) < 0x20) {
-            o += ' ';
-        } else {
-            o += c;
-        }
-    }
-    return o;
-}
-
 }  // namespace
 
 service::service(net::io_context& ioc, config cfg)
@@ -86,44 +68,26 @@ service::service(net::io_context& ioc, config cfg)
       started_at_(core::now_iso8601_utc()),
       queue_(cfg_, known_secrets(cfg_.common.database_url)),
       heartbeat_db_(cfg_.common.database_url, "heartbeat"),
-      heartbeat_done_(ioc.get_executor()),
-      heartbeat_timer_(ioc) {}
+      heartbeat_done_(ioc.get_executor()) {}
 
 service::~service() = default;
 
 void service::request_stop() {
     stopping_ = true;
     if (driver_) driver_->stop();
-    heartbeat_timer_.cancel();
-}
-
-net::awaitable<void> service::sleep_for(std::chrono::milliseconds d) {
-    net::steady_timer t(ioc_, d);
-    boost::system::error_code ec;
-    co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+    if (beater_) beater_->stop();
 }
 
 // GATEWAY_ID resolved once (core::gateway): from here on every statement names the id.
 net::awaitable<void> service::resolve_gateway() {
     std::optional<std::string> tenant;
     if (!cfg_.tenant_id.empty()) tenant = cfg_.tenant_id;
-    for (;;) {
-        std::string failure;
-        try {
-            const auto gw =
-                co_await core::gateway::resolve(queue_.lease_session(), cfg_.gateway, tenant);
-            gateway_id_ = gw.id;
-            gateway_slug_ = gw.slug;
-            tenant_id_ = gw.tenant_id;
-            co_return;
-        } catch (const pg::connection_error& e) {
-            failure = e.what();
-        }
-        queue_.lease_session().reset();
-        log::warn("cannot look up the gateway, retrying", {{"error", failure}});
-        co_await sleep_for(1s);
-        if (stopping_) co_return;
-    }
+    const auto gw = co_await core::gateway::resolve_at_start(queue_.lease_session(), cfg_.gateway,
+                                                             tenant, stopping_);
+    if (!gw) co_return;
+    gateway_id_ = gw->id;
+    gateway_slug_ = gw->slug;
+    tenant_id_ = gw->tenant_id;
 }
 
 net::awaitable<void> service::run() {
@@ -165,52 +129,37 @@ net::awaitable<void> service::run() {
         queue_.mark_dirty();
     };
     driver_ = std::make_unique<core::queue_driver<inbox_queue>>(ex, queue_, qo, std::move(hooks));
-    net::co_spawn(ex, heartbeat_loop(), [this](std::exception_ptr e) {
-        log_escaped("heartbeat loop", e);
+    core::heartbeat::config hc;
+    hc.gateway = gateway_id_;
+    hc.tenant_id = tenant_id_;
+    hc.daemon = kDaemon;
+    hc.instance = cfg_.common.instance;
+    hc.version = kVersion;
+    hc.started_at = started_at_;
+    hc.interval = cfg_.heartbeat();
+    beater_ = std::make_unique<core::heartbeat::beater>(
+        ex, heartbeat_db_, std::move(hc), [this](core::heartbeat::details& d) {
+            const auto& st = queue_.counters();
+            d.add("in_flight", driver_->in_flight())
+                .add("max_concurrent", cfg_.max_concurrent)
+                .add("wakes", st.wakes)
+                .add("completed", st.completed)
+                .add("failed", st.failed)
+                .add("runtime", cfg_.runtime);
+        });
+    net::co_spawn(ex, beater_->run(), [this](std::exception_ptr e) {
+        log_escaped("heartbeat", e);
         heartbeat_done_.set();
     });
     if (stopping_) driver_->stop();
 
     co_await driver_->run();
 
-    heartbeat_timer_.cancel();
+    beater_->stop();
     co_await heartbeat_done_.wait();
     const auto& st = queue_.counters();
     log::info("in-flight wakes finished",
               {{"wakes", st.wakes}, {"completed", st.completed}, {"failed", st.failed}});
-}
-
-net::awaitable<void> service::heartbeat_loop() {
-    bool warned = false;
-    while (!stopping_) {
-        const std::string meta =
-            "{\"in_flight\":" + std::to_string(driver_ ? driver_->in_flight() : 0) +
-            ",\"max_concurrent\":" + std::to_string(cfg_.max_concurrent) +
-            ",\"wakes\":" + std::to_string(queue_.counters().wakes) +
-            ",\"completed\":" + std::to_string(queue_.counters().completed) +
-            ",\"failed\":" + std::to_string(queue_.counters().failed) + ",\"runtime\":\"" +
-            json_escape(cfg_.runtime) + "\"}";
-        std::string failure;
-        try {
-            co_await heartbeat_db_.query(kHeartbeatSql, gateway_id_, kDaemon, cfg_.common.instance,
-                                         static_cast<int>(::getpid()), kVersion, started_at_, meta,
-                                         tenant_id_);
-            warned = false;
-        } catch (const pg::connection_error& e) {
-            heartbeat_db_.reset();
-            failure = e.what();
-        } catch (const std::exception& e) {
-            failure = e.what();
-        }
-        if (!failure.empty() && !warned) {
-            log::warn("heartbeat failed", {{"error", failure}});
-            warned = true;
-        }
-        if (stopping_) break;
-        heartbeat_timer_.expires_after(cfg_.heartbeat());
-        boost::system::error_code ec;
-        co_await heartbeat_timer_.async_wait(net::redirect_error(net::use_awaitable, ec));
-    }
 }
 
 }  // namespace awp::dispatcher

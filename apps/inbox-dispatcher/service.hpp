@@ -17,6 +17,7 @@
 
 #include "awp/core/daemon.hpp"
 #include "awp/core/event.hpp"
+#include "awp/core/heartbeat.hpp"
 #include "awp/core/lease.hpp"
 #include "awp/core/notify.hpp"
 #include "awp/core/pg.hpp"
@@ -40,8 +41,6 @@ public:
 
 private:
     net::awaitable<void> resolve_gateway();
-    net::awaitable<void> heartbeat_loop();
-    net::awaitable<void> sleep_for(std::chrono::milliseconds d);
 
     net::io_context& ioc_;
     config cfg_;
@@ -55,8 +54,8 @@ private:
     core::pg::session heartbeat_db_;
     bool ready_ = false;
     bool stopping_ = false;
+    std::unique_ptr<core::heartbeat::beater> beater_;
     core::event heartbeat_done_;
-    net::steady_timer heartbeat_timer_;
 };
 
 }  // namespace awp::dispatcher

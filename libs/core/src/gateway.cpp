@@ -1,7 +1,13 @@
 // GATEWAY_ID resolved once to the gateway's id and tenant (see gateway.hpp).
 #include "awp/core/gateway.hpp"
 
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include "awp/core/error.hpp"
+#include "awp/core/log.hpp"
 #include "awp/core/uuid.hpp"
 
 namespace awp::core::gateway {
@@ -37,6 +43,26 @@ boost::asio::awaitable<ref> resolve(pg::session& db, const std::string& id_or_sl
     out.slug = r.get<std::string>(0, 1);
     out.tenant_id = r.get<std::string>(0, 2);
     co_return out;
+}
+
+boost::asio::awaitable<std::optional<ref>> resolve_at_start(
+    pg::session& db, const std::string& id_or_slug, const std::optional<std::string>& tenant_id,
+    const bool& stopping) {
+    auto ex = co_await boost::asio::this_coro::executor;
+    for (;;) {
+        std::string failure;
+        try {
+            co_return co_await resolve(db, id_or_slug, tenant_id);
+        } catch (const pg::connection_error& e) {
+            failure = e.what();
+            db.reset();
+        }
+        log::warn("start-up: cannot look up the gateway, retrying", {{"error", failure}});
+        boost::asio::steady_timer t(ex, std::chrono::seconds(1));
+        boost::system::error_code ec;
+        co_await t.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ec));
+        if (stopping) co_return std::nullopt;
+    }
 }
 
 }  // namespace awp::core::gateway

@@ -33,4 +33,10 @@ inline constexpr const char* kResolveSql =
 boost::asio::awaitable<ref> resolve(pg::session& db, const std::string& id_or_slug,
                                     const std::optional<std::string>& tenant_id);
 
+/// resolve(), retried every second while the database is away (logged), until it answers or
+/// `stopping` turns true (then nullopt). What every gateway daemon does at start.
+boost::asio::awaitable<std::optional<ref>> resolve_at_start(
+    pg::session& db, const std::string& id_or_slug, const std::optional<std::string>& tenant_id,
+    const bool& stopping);
+
 }  // namespace awp::core::gateway
