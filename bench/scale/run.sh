@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# N simulated gateway hosts on one PostgreSQL 15, three wake-up designs side by side (scale_bench.cpp
+# says what one host holds and what each mode does). One command on a fresh checkout: it builds
+# what it runs, starts its own throwaway cluster (scripts/pg-cluster.sh with its own state folder
+# and a max_connections high enough for N = 1,000), makes the migrated template, runs every point
+# and prints one table.
+# Usage: bench/scale/run.sh [build dir]
+#   SCALE_QUICK=1      N = 1 10 100, 5 s per phase (a smoke run)
+#   SCALE_NS="1 10"    the gateway counts; SCALE_MODES="direct relay edge"; SCALE_SECONDS (10)
+#   SCALE_RATE (50)    phase B's steady writes/s (pickup latency); SCALE_WRITERS (4)
+#   SCALE_IDLE (2)     idle connections per host (the runner's and the dispatcher's housekeeping);
+#                      lowered (and said so) when N x 8 backends would not fit in memory
+#   SCALE_PG_PORT (54335), SCALE_STATE_DIR (.awp/scale), SCALE_KEEP=1 leaves the cluster running
+# Results: $OUT (default /tmp/awp-scale-bench): results.txt (the RESULT lines), table.txt.
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${1:-$REPO/build}
+OUT=${OUT:-/tmp/awp-scale-bench}
+if [[ ${SCALE_QUICK:-0} == 1 ]]; then
+  NS=${SCALE_NS:-"1 10 100"}; SECONDS_PER=${SCALE_SECONDS:-5}
+else
+  NS=${SCALE_NS:-"1 10 100 1000"}; SECONDS_PER=${SCALE_SECONDS:-10}
+fi
+MODES=${SCALE_MODES:-"direct relay edge"}
+RATE=${SCALE_RATE:-50}; WRITERS=${SCALE_WRITERS:-4}; IDLE=${SCALE_IDLE:-2}
+export AWP_PG_PORT=${SCALE_PG_PORT:-54335}
+export AWP_STATE_DIR=${SCALE_STATE_DIR:-$REPO/.awp/scale}
+mkdir -p "$OUT"
+
+# Build (as bench/common.sh does, without the project's default cluster: this one is our own).
+AWP_BUILD_DIR=$BUILD AWP_BUILD_TARGETS="awpctl scale_bench" "$REPO/scripts/build.sh" >/dev/null
+export AWPCTL=$BUILD/bin/awpctl
+
+# Connections: every host holds 8 (runner: lease, housekeeping, LISTEN; dispatcher: lease,
+# housekeeping, 2 slots, LISTEN), so N = 1,000 needs 8,000 backends and a bit more.
+maxn=0; for n in $NS; do ((n > maxn)) && maxn=$n; done
+MAXCONN=$((maxn * 8 + 200))
+((MAXCONN < 300)) && MAXCONN=300
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+cluster() { "$REPO/scripts/pg-cluster.sh" "$@"; }
+cluster up >/dev/null 2>&1 || cluster up
+set -a
+# shellcheck disable=SC1091
+. "$AWP_STATE_DIR/cluster.env"
+set +a
+ADMIN="$AWP_PG_ADMIN_DSN dbname=postgres"
+psql -X -q "$ADMIN" -v ON_ERROR_STOP=1 \
+  -c "ALTER SYSTEM SET max_connections = $MAXCONN" \
+  -c "ALTER SYSTEM SET shared_buffers = '256MB'" \
+  -c "ALTER SYSTEM SET max_wal_size = '8GB'" \
+  -c "ALTER SYSTEM SET checkpoint_timeout = '30min'"
+cluster stop >/dev/null
+cluster start >/dev/null
+bash "$REPO/tests/support/make-template.sh" "$AWPCTL"
+cleanup() {
+  psql -X -q "$ADMIN" -c "DROP DATABASE IF EXISTS awp_scale_bench WITH (FORCE)" >/dev/null 2>&1 || true
+  [[ ${SCALE_KEEP:-0} == 1 ]] || cluster stop >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+setting() { psql -X -qAt "$ADMIN" -c "SHOW $1"; }
+{
+  echo "== scale benchmark, $(date -u +%FT%TZ)"
+  echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other work)"
+  echo "server: $(psql -X -qAt "$ADMIN" -c 'SELECT version()' | cut -d, -f1); max_connections=$(setting max_connections) shared_buffers=$(setting shared_buffers) synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) max_wal_size=$(setting max_wal_size) checkpoint_timeout=$(setting checkpoint_timeout); unix socket"
+  echo "client: ulimit -n $(ulimit -n); gateways N = $NS; modes $MODES; phase A: $WRITERS writers at full speed for ${SECONDS_PER}s; phase B: $RATE writes/s for ${SECONDS_PER}s; half commands, half inbox items"
+} | tee "$OUT/settings.txt"
+
+: >"$OUT/results.txt"
+for n in $NS; do
+  idle=$IDLE
+  # 8 backends of ~1.8 MiB PSS each per host (measured at N = 30); keep the backends within 60 %
+  # of the memory available now (the machine is shared).
+  avail_mib=$(awk '/MemAvailable/{print int($2 / 1024)}' /proc/meminfo)
+  while ((idle > 0 && n * (6 + idle) * 18 / 10 > avail_mib * 6 / 10)); do idle=$((idle - 1)); done
+  ((idle != IDLE)) && echo "N=$n: $idle idle connections per host instead of $IDLE (memory: $avail_mib MiB available)" | tee -a "$OUT/settings.txt"
+  for m in $MODES; do
+    line=$("$BUILD/bin/scale_bench" --conninfo "host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=postgres" \
+      --mode "$m" --gateways "$n" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" \
+      --idle-per-gateway "$idle" 2>>"$OUT/stderr.txt" | grep '^RESULT' || true)
+    [[ -n $line ]] || line="RESULT mode=$m n=$n failed=1"
+    echo "$line idle=$idle" | tee -a "$OUT/results.txt"
+  done
+done
+
+# One table: mode x N.
+awk '
+function v(k,   i, kv) { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "" }
+{ m = v("mode"); n = v("n"); key[++rows] = m SUBSEP n; mode[rows] = m; nn[rows] = n
+  tps[rows] = v("tps"); if (n == 1) base[m] = v("tps")
+  p50[rows] = v("wake_p50_ms"); p99[rows] = v("wake_p99_ms"); lp99[rows] = v("loaded_wake_p99_ms")
+  ip99[rows] = v("p99_ms"); picked[rows] = v("picked_b"); written[rows] = v("writes_b")
+  conns[rows] = v("conns_db"); lis[rows] = v("listeners"); cpu[rows] = v("cpu_ms_per_write")
+  mem[rows] = v("mem_mib"); fail[rows] = v("failed") }
+END {
+  printf "| mode | gateways | write tx/s | ratio to N=1 | pickup p50 / p99 ms (steady) | pickup p99 ms at full speed | insert sent -> pickup p99 ms | picked / written (steady) | connections | listening | DB CPU ms per write | server memory MiB (PSS) |\n"
+  printf "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+  for (r = 1; r <= rows; r++) {
+    if (fail[r] == 1) { printf "| %s | %s | failed |||||||||| \n", mode[r], nn[r]; continue }
+    ratio = (base[mode[r]] > 0) ? sprintf("%.2f", tps[r] / base[mode[r]]) : "n/a"
+    printf "| %s | %s | %s | %s | %s / %s | %s | %s | %s / %s | %s | %s | %s | %s |\n", mode[r], nn[r], tps[r], ratio,
+      p50[r], p99[r], lp99[r], ip99[r], picked[r], written[r], conns[r], lis[r], cpu[r], mem[r]
+  }
+}' "$OUT/results.txt" | tee "$OUT/table.txt"
+echo "(pickup: the writer got its INSERT's commit -> the right gateway's lease returned the row; steady = phase B at $RATE writes/s; full speed = phase A. Results in $OUT)"
