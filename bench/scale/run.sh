@@ -92,15 +92,17 @@ function v(k,   i, kv) { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[
   p50[rows] = v("wake_p50_ms"); p99[rows] = v("wake_p99_ms"); lp99[rows] = v("loaded_wake_p99_ms")
   ip99[rows] = v("p99_ms"); picked[rows] = v("picked_b"); written[rows] = v("writes_b")
   conns[rows] = v("conns_db"); lis[rows] = v("listeners"); cpu[rows] = v("cpu_ms_per_write")
-  mem[rows] = v("mem_mib"); fail[rows] = v("failed") }
+  mem[rows] = v("mem_mib"); fail[rows] = v("failed")
+  en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
+  notif[rows] = (en == "" || en < 0) ? "100 %" : sprintf("%.0f %%", tot > 0 ? 100 * en / tot : 0) }
 END {
-  printf "| mode | gateways | write tx/s | ratio to N=1 | pickup p50 / p99 ms (steady) | pickup p99 ms at full speed | insert sent -> pickup p99 ms | picked / written (steady) | connections | listening | DB CPU ms per write | server memory MiB (PSS) |\n"
-  printf "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+  printf "| mode | gateways | write tx/s | ratio to N=1 | pickup p50 / p99 ms (steady) | pickup p99 ms at full speed | insert sent -> pickup p99 ms | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | server memory MiB (PSS) |\n"
+  printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
   for (r = 1; r <= rows; r++) {
     if (fail[r] == 1) { printf "| %s | %s | failed |||||||||| \n", mode[r], nn[r]; continue }
     ratio = (base[mode[r]] > 0) ? sprintf("%.2f", tps[r] / base[mode[r]]) : "n/a"
-    printf "| %s | %s | %s | %s | %s / %s | %s | %s | %s / %s | %s | %s | %s | %s |\n", mode[r], nn[r], tps[r], ratio,
-      p50[r], p99[r], lp99[r], ip99[r], picked[r], written[r], conns[r], lis[r], cpu[r], mem[r]
+    printf "| %s | %s | %s | %s | %s / %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |\n", mode[r], nn[r], tps[r], ratio,
+      p50[r], p99[r], lp99[r], ip99[r], picked[r], written[r], conns[r], lis[r], notif[r], cpu[r], mem[r]
   }
 }' "$OUT/results.txt" | tee "$OUT/table.txt"
 echo "(pickup: the writer got its INSERT's commit -> the right gateway's lease returned the row; steady = phase B at $RATE writes/s; full speed = phase A. Results in $OUT)"

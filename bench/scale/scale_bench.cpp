@@ -624,18 +624,25 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
             c.exec_script(R"(
 ALTER TABLE public.agent_commands DISABLE TRIGGER agent_commands_notify_insert;
 ALTER TABLE public.agent_inbox_items DISABLE TRIGGER agent_inbox_items_notify_insert;
+CREATE SEQUENCE public.bench_notified;
 CREATE TABLE public.bench_wake (gateway_id uuid NOT NULL, q text NOT NULL,
                                 armed boolean NOT NULL DEFAULT true, PRIMARY KEY (gateway_id, q));
 CREATE FUNCTION public.bench_edge_notify() RETURNS trigger LANGUAGE plpgsql SET search_path = '' AS $$
 DECLARE
   r record;
   v_q text := CASE TG_TABLE_NAME WHEN 'agent_commands' THEN 'c' ELSE 'i' END;
+  v_armed boolean;
 BEGIN
   FOR r IN SELECT DISTINCT n.gateway_id FROM new_rows n
             WHERE n.gateway_id IS NOT NULL AND n.status::text IN ('pending', 'failed') LOOP
-    UPDATE public.bench_wake w SET armed = false
-     WHERE w.gateway_id = r.gateway_id AND w.q = v_q AND w.armed;
-    IF FOUND THEN
+    -- FOR UPDATE whatever the flag says: a re-arm waits for this write's commit, so the
+    -- gateway's look after re-arming sees this row (a plain UPDATE ... WHERE armed would not
+    -- lock a disarmed row, and the wake-up could be lost).
+    SELECT w.armed INTO v_armed FROM public.bench_wake w
+     WHERE w.gateway_id = r.gateway_id AND w.q = v_q FOR UPDATE;
+    IF v_armed THEN
+      UPDATE public.bench_wake w SET armed = false WHERE w.gateway_id = r.gateway_id AND w.q = v_q;
+      PERFORM nextval('public.bench_notified');
       PERFORM pg_notify(CASE v_q WHEN 'c' THEN 'awp_commands_' ELSE 'awp_inbox_' END
                         || replace(r.gateway_id::text, '-', ''), '');
     END IF;
@@ -752,6 +759,16 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     b.ticks = server_ticks(postmaster) - ticks0;
     const std::uint64_t after_b = g_picked.load();
 
+    // Edge mode: how many writes notified (the others found their gateway's wake-up disarmed).
+    long long notified = -1;
+    if (o.wake == mode::edge) {
+        auto c = pg::connection::connect(dsn);
+        notified = c.exec(
+                        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
+                        "public.bench_notified")
+                       .get<long long>(0, 0);
+    }
+
     // ---- memory: every server process's PSS; the backends of this database ----
     long long pss_all = 0, pss_db = 0;
     int nproc_all = 0;
@@ -819,12 +836,13 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         "loaded_p50_ms=%.2f loaded_p99_ms=%.2f rate=%.0f writes_b=%llu picked_b=%zu "
         "p50_ms=%.2f p99_ms=%.2f max_ms=%.2f cpu_ms_per_write_b=%.3f conns_db=%ld conns_all=%ld "
         "commit_p50_ms=%.2f commit_p99_ms=%.2f loaded_commit_p50_ms=%.2f listeners=%ld "
-        "mem_mib=%.1f mem_db_mib=%.1f server_procs=%d setup_s=%.1f drain_a_s=%.2f drain_b_s=%.2f\n",
+        "mem_mib=%.1f mem_db_mib=%.1f server_procs=%d setup_s=%.1f drain_a_s=%.2f drain_b_s=%.2f "
+        "edge_notifies=%lld\n",
         o.mode_name.c_str(), o.gateways, wb50, wb99, wa50, wa99, tps,
         static_cast<unsigned long long>(a.writes), na, cpu_ms_a, a50, a99, o.rate,
         static_cast<unsigned long long>(b.writes), nb, b50, b99, bmax, cpu_ms_b, conns, all_conns,
         b.commit_p50, b.commit_p99, a.commit_p50, listeners, static_cast<double>(pss_all) / 1024.0,
-        static_cast<double>(pss_db) / 1024.0, nproc_all + 1, setup_s, drain_a, drain_b);
+        static_cast<double>(pss_db) / 1024.0, nproc_all + 1, setup_s, drain_a, drain_b, notified);
     (void)after_a;
     (void)after_b;
     std::fflush(stdout);
