@@ -87,22 +87,24 @@ done
 # One table: mode x N.
 awk '
 function v(k,   i, kv) { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "" }
-{ m = v("mode"); n = v("n"); key[++rows] = m SUBSEP n; mode[rows] = m; nn[rows] = n
-  tps[rows] = v("tps"); if (n == 1) base[m] = v("tps")
-  p50[rows] = v("wake_p50_ms"); p99[rows] = v("wake_p99_ms"); lp99[rows] = v("loaded_wake_p99_ms")
-  ip99[rows] = v("p99_ms"); picked[rows] = v("picked_b"); written[rows] = v("writes_b")
-  conns[rows] = v("conns_db"); lis[rows] = v("listeners"); cpu[rows] = v("cpu_ms_per_write")
-  mem[rows] = v("mem_mib"); fail[rows] = v("failed")
+function ms(x) { return (x == "" || x == "nan") ? "-" : sprintf("%.1f", x) }
+{ r = ++rows; mode[r] = v("mode"); nn[r] = v("n"); fail[r] = v("failed")
+  tps[r] = v("tps"); if (nn[r] == 1) base[mode[r]] = v("tps")
+  ip[r] = ms(v("p50_ms")) " / " ms(v("p99_ms")); cp[r] = ms(v("wake_p50_ms")) " / " ms(v("wake_p99_ms"))
+  lp[r] = ms(v("loaded_p50_ms")) " / " ms(v("loaded_p99_ms")); co[r] = ms(v("commit_p50_ms"))
+  pw[r] = v("picked_b") " / " v("writes_b"); conns[r] = v("conns_db"); lis[r] = v("listeners")
+  cpu[r] = v("cpu_ms_per_write"); cl[r] = v("client_cpu_ms_per_write"); mem[r] = v("mem_mib")
+  oth[r] = v("other_cpu_pct")
   en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
-  notif[rows] = (en == "" || en < 0) ? "100 %" : sprintf("%.0f %%", tot > 0 ? 100 * en / tot : 0) }
+  notif[r] = (en == "" || en < 0) ? "100 %" : sprintf("%.0f %%", tot > 0 ? 100 * en / tot : 0) }
 END {
-  printf "| mode | gateways | write tx/s | ratio to N=1 | pickup p50 / p99 ms (steady) | pickup p99 ms at full speed | insert sent -> pickup p99 ms | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | server memory MiB (PSS) |\n"
-  printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+  print "| mode | gateways | write tx/s | ratio to N=1 | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | server memory MiB (PSS) | other CPU % |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for (r = 1; r <= rows; r++) {
-    if (fail[r] == 1) { printf "| %s | %s | failed |||||||||| \n", mode[r], nn[r]; continue }
+    if (fail[r] == 1) { printf "| %s | %s | failed |\n", mode[r], nn[r]; continue }
     ratio = (base[mode[r]] > 0) ? sprintf("%.2f", tps[r] / base[mode[r]]) : "n/a"
-    printf "| %s | %s | %s | %s | %s / %s | %s | %s | %s / %s | %s | %s | %s | %s | %s |\n", mode[r], nn[r], tps[r], ratio,
-      p50[r], p99[r], lp99[r], ip99[r], picked[r], written[r], conns[r], lis[r], notif[r], cpu[r], mem[r]
+    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s |\n", mode[r], nn[r], tps[r], ratio,
+      ip[r], cp[r], co[r], lp[r], pw[r], conns[r], lis[r], notif[r], cpu[r], cl[r], mem[r], oth[r]
   }
 }' "$OUT/results.txt" | tee "$OUT/table.txt"
-echo "(pickup: the writer got its INSERT's commit -> the right gateway's lease returned the row; steady = phase B at $RATE writes/s; full speed = phase A. Results in $OUT)"
+echo "(pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); other CPU: the rest of the machine during phase A. Results in $OUT)"

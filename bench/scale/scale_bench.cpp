@@ -414,6 +414,16 @@ long long server_ticks(int postmaster) {
     return s;
 }
 
+// Busy ticks of the whole machine (every core): user, nice, system, irq, softirq, steal.
+long long machine_busy_ticks() {
+    std::ifstream f("/proc/stat");
+    std::string cpu;
+    long long v[8] = {};
+    f >> cpu;
+    for (auto& x : v) f >> x;
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+}
+
 long long pss_kb(int pid) {
     std::ifstream f("/proc/" + std::to_string(pid) + "/smaps_rollup");
     std::string line;
@@ -496,6 +506,7 @@ struct phase_result {
     std::uint64_t writes = 0;
     std::int64_t t0 = 0, t1 = 0;
     long long ticks = 0;
+    long long client_ticks = 0;  // this process: the writers and every simulated host
     double commit_p50 = 0, commit_p99 = 0;
     std::vector<pick> acks;
 };
@@ -743,20 +754,31 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     // per write, it is the insert, its wake-up and its lease and final transition.
     const std::uint64_t before_a = g_picked.load();
     long long ticks0 = server_ticks(postmaster);
+    long long self0 = read_stat_cpu(getpid(), false, nullptr);
+    const long long busy0 = machine_busy_ticks();
+    const auto wall0 = now_ns();
     phase_result a = run_writers(o, dsn, targets, 0);
     const double drain_a = drain(before_a + a.writes, 60);
     std::this_thread::sleep_for(200ms);  // the last finish_and_lease / complete
     a.ticks = server_ticks(postmaster) - ticks0;
+    a.client_ticks = read_stat_cpu(getpid(), false, nullptr) - self0;
+    // CPU taken by anything else on the (shared) machine during phase A, % of all cores.
+    const double other_pct =
+        100.0 * static_cast<double>(machine_busy_ticks() - busy0 - a.ticks - a.client_ticks) /
+        (static_cast<double>(now_ns() - wall0) / 1e9 * static_cast<double>(sysconf(_SC_CLK_TCK)) *
+         static_cast<double>(std::thread::hardware_concurrency()));
     const std::uint64_t after_a = g_picked.load();
     std::this_thread::sleep_for(1s);
 
     // ---- phase B: a steady stream at R writes/s ----
     const std::uint64_t before_b = g_picked.load();
     ticks0 = server_ticks(postmaster);
+    self0 = read_stat_cpu(getpid(), false, nullptr);
     phase_result b = run_writers(o, dsn, targets, o.rate);
     const double drain_b = drain(before_b + b.writes, 30);
     std::this_thread::sleep_for(200ms);
     b.ticks = server_ticks(postmaster) - ticks0;
+    b.client_ticks = read_stat_cpu(getpid(), false, nullptr) - self0;
     const std::uint64_t after_b = g_picked.load();
 
     // Edge mode: how many writes notified (the others found their gateway's wake-up disarmed).
@@ -825,6 +847,12 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     const double cpu_ms_b =
         b.writes ? static_cast<double>(b.ticks) * 1e3 / hz / static_cast<double>(b.writes) : NAN;
     const std::size_t na = lat_a.size(), nb = lat_b.size();
+    const double client_ms_a =
+        a.writes ? static_cast<double>(a.client_ticks) * 1e3 / hz / static_cast<double>(a.writes)
+                 : NAN;
+    const double client_ms_b =
+        b.writes ? static_cast<double>(b.client_ticks) * 1e3 / hz / static_cast<double>(b.writes)
+                 : NAN;
     const double a50 = pct(lat_a, 0.5), a99 = pct(lat_a, 0.99);
     const double b50 = pct(lat_b, 0.5), b99 = pct(lat_b, 0.99);
     const double bmax = lat_b.empty() ? NAN : lat_b.back();
@@ -837,12 +865,14 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         "p50_ms=%.2f p99_ms=%.2f max_ms=%.2f cpu_ms_per_write_b=%.3f conns_db=%ld conns_all=%ld "
         "commit_p50_ms=%.2f commit_p99_ms=%.2f loaded_commit_p50_ms=%.2f listeners=%ld "
         "mem_mib=%.1f mem_db_mib=%.1f server_procs=%d setup_s=%.1f drain_a_s=%.2f drain_b_s=%.2f "
-        "edge_notifies=%lld\n",
+        "edge_notifies=%lld client_cpu_ms_per_write=%.3f "
+        "client_cpu_ms_per_write_b=%.3f other_cpu_pct=%.0f\n",
         o.mode_name.c_str(), o.gateways, wb50, wb99, wa50, wa99, tps,
         static_cast<unsigned long long>(a.writes), na, cpu_ms_a, a50, a99, o.rate,
         static_cast<unsigned long long>(b.writes), nb, b50, b99, bmax, cpu_ms_b, conns, all_conns,
         b.commit_p50, b.commit_p99, a.commit_p50, listeners, static_cast<double>(pss_all) / 1024.0,
-        static_cast<double>(pss_db) / 1024.0, nproc_all + 1, setup_s, drain_a, drain_b, notified);
+        static_cast<double>(pss_db) / 1024.0, nproc_all + 1, setup_s, drain_a, drain_b, notified,
+        client_ms_a, client_ms_b, other_pct);
     (void)after_a;
     (void)after_b;
     std::fflush(stdout);
