@@ -8,6 +8,8 @@
 #   SCALE_QUICK=1      N = 1 10 100, 5 s per phase (a smoke run)
 #   SCALE_NS="1 10"    the gateway counts; SCALE_MODES="direct relay edge"; SCALE_SECONDS (10)
 #   SCALE_RATE (50)    phase B's steady writes/s (pickup latency); SCALE_WRITERS (4)
+#   SCALE_REPS (2)     runs of every point below N = 1,000 (interleaved; the table shows their mean;
+#                      N = 1,000 runs once: it takes minutes and ~10 GiB)
 #   SCALE_IDLE (2)     idle connections per host (the runner's and the dispatcher's housekeeping);
 #                      lowered (and said so) when N x 8 backends would not fit in memory
 #   SCALE_PG_PORT (54335), SCALE_STATE_DIR (.awp/scale), SCALE_KEEP=1 leaves the cluster running
@@ -22,7 +24,7 @@ else
   NS=${SCALE_NS:-"1 10 100 1000"}; SECONDS_PER=${SCALE_SECONDS:-10}
 fi
 MODES=${SCALE_MODES:-"direct relay edge"}
-RATE=${SCALE_RATE:-50}; WRITERS=${SCALE_WRITERS:-4}; IDLE=${SCALE_IDLE:-2}
+RATE=${SCALE_RATE:-50}; WRITERS=${SCALE_WRITERS:-4}; IDLE=${SCALE_IDLE:-2}; REPS=${SCALE_REPS:-2}
 export AWP_PG_PORT=${SCALE_PG_PORT:-54335}
 export AWP_STATE_DIR=${SCALE_STATE_DIR:-$REPO/.awp/scale}
 mkdir -p "$OUT"
@@ -68,6 +70,14 @@ setting() { psql -X -qAt "$ADMIN" -c "SHOW $1"; }
 } | tee "$OUT/settings.txt"
 
 : >"$OUT/results.txt"
+point() {  # N MODE IDLE REP
+  local line
+  line=$("$BUILD/bin/scale_bench" --conninfo "host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=postgres" \
+    --mode "$2" --gateways "$1" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" \
+    --idle-per-gateway "$3" 2>>"$OUT/stderr.txt" | grep '^RESULT' || true)
+  [[ -n $line ]] || line="RESULT mode=$2 n=$1 failed=1"
+  echo "$line idle=$3 rep=$4" | tee -a "$OUT/results.txt"
+}
 for n in $NS; do
   idle=$IDLE
   # 8 backends of ~1.8 MiB PSS each per host (measured at N = 30); keep the backends within 60 %
@@ -75,36 +85,40 @@ for n in $NS; do
   avail_mib=$(awk '/MemAvailable/{print int($2 / 1024)}' /proc/meminfo)
   while ((idle > 0 && n * (6 + idle) * 18 / 10 > avail_mib * 6 / 10)); do idle=$((idle - 1)); done
   ((idle != IDLE)) && echo "N=$n: $idle idle connections per host instead of $IDLE (memory: $avail_mib MiB available)" | tee -a "$OUT/settings.txt"
-  for m in $MODES; do
-    line=$("$BUILD/bin/scale_bench" --conninfo "host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=postgres" \
-      --mode "$m" --gateways "$n" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" \
-      --idle-per-gateway "$idle" 2>>"$OUT/stderr.txt" | grep '^RESULT' || true)
-    [[ -n $line ]] || line="RESULT mode=$m n=$n failed=1"
-    echo "$line idle=$idle" | tee -a "$OUT/results.txt"
+  reps=$REPS; ((n >= 1000)) && reps=1
+  for ((rep = 1; rep <= reps; rep++)); do
+    for m in $MODES; do point "$n" "$m" "$idle" "$rep"; done
   done
 done
 
-# One table: mode x N.
+# One table: mode x N, the mean of the runs of each point.
 awk '
 function v(k,   i, kv) { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "" }
-function ms(x) { return (x == "" || x == "nan") ? "-" : sprintf("%.1f", x) }
-{ r = ++rows; mode[r] = v("mode"); nn[r] = v("n"); fail[r] = v("failed")
-  tps[r] = v("tps"); if (nn[r] == 1) base[mode[r]] = v("tps")
-  ip[r] = ms(v("p50_ms")) " / " ms(v("p99_ms")); cp[r] = ms(v("wake_p50_ms")) " / " ms(v("wake_p99_ms"))
-  lp[r] = ms(v("loaded_p50_ms")) " / " ms(v("loaded_p99_ms")); co[r] = ms(v("commit_p50_ms"))
-  pw[r] = v("picked_b") " / " v("writes_b"); conns[r] = v("conns_db"); lis[r] = v("listeners")
-  cpu[r] = v("cpu_ms_per_write"); cl[r] = v("client_cpu_ms_per_write"); mem[r] = v("mem_mib")
-  oth[r] = v("other_cpu_pct")
+function add(name, x) { if (x != "" && x != "nan" && x != "-nan") { S[name, k] += x; C[name, k]++ } }
+function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]) : "-" }
+{ k = v("mode") SUBSEP v("n")
+  if (!(k in seen)) { seen[k] = 1; order[++rows] = k; mode[k] = v("mode"); nn[k] = v("n") }
+  if (v("failed") == 1) { failed[k]++; next }
+  runs[k]++
+  add("tps", v("tps")); add("p50", v("p50_ms")); add("p99", v("p99_ms")); add("w50", v("wake_p50_ms"))
+  add("w99", v("wake_p99_ms")); add("l50", v("loaded_p50_ms")); add("l99", v("loaded_p99_ms"))
+  add("co", v("commit_p50_ms")); add("pk", v("picked_b")); add("wr", v("writes_b")); add("conns", v("conns_db"))
+  add("lis", v("listeners")); add("cpu", v("cpu_ms_per_write")); add("cl", v("client_cpu_ms_per_write"))
+  add("mem", v("mem_mib")); add("oth", v("other_cpu_pct"))
   en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
-  notif[r] = (en == "" || en < 0) ? "100 %" : sprintf("%.0f %%", tot > 0 ? 100 * en / tot : 0) }
+  if (en != "" && en >= 0 && tot > 0) add("notif", 100 * en / tot) }
 END {
-  print "| mode | gateways | write tx/s | ratio to N=1 | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | server memory MiB (PSS) | other CPU % |"
-  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  print "| mode | gateways | runs | write tx/s | ratio to N=1 | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | server memory MiB (PSS) | other CPU % |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for (r = 1; r <= rows; r++) {
-    if (fail[r] == 1) { printf "| %s | %s | failed |\n", mode[r], nn[r]; continue }
-    ratio = (base[mode[r]] > 0) ? sprintf("%.2f", tps[r] / base[mode[r]]) : "n/a"
-    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s |\n", mode[r], nn[r], tps[r], ratio,
-      ip[r], cp[r], co[r], lp[r], pw[r], conns[r], lis[r], notif[r], cpu[r], cl[r], mem[r], oth[r]
+    k = order[r]
+    if (!runs[k]) { printf "| %s | %s | 0 | failed |\n", mode[k], nn[k]; continue }
+    b = mode[k] SUBSEP 1
+    ratio = C["tps", b] ? sprintf("%.2f", (S["tps", k] / C["tps", k]) / (S["tps", b] / C["tps", b])) : "n/a"
+    printf "| %s | %s | %d | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
+      mode[k], nn[k], runs[k], m("tps", "%.0f"), ratio, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
+      m("co", "%.1f"), m("l50", "%.1f"), m("l99", "%.1f"), m("pk", "%.0f"), m("wr", "%.0f"), m("conns", "%.0f"), m("lis", "%.0f"),
+      C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("cl", "%.2f"), m("mem", "%.0f"), m("oth", "%.0f")
   }
 }' "$OUT/results.txt" | tee "$OUT/table.txt"
 echo "(pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); other CPU: the rest of the machine during phase A. Results in $OUT)"
