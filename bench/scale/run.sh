@@ -66,7 +66,7 @@ setting() { psql -X -qAt "$ADMIN" -c "SHOW $1"; }
   echo "== scale benchmark, $(date -u +%FT%TZ)"
   echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other work)"
   echo "server: $(psql -X -qAt "$ADMIN" -c 'SELECT version()' | cut -d, -f1); max_connections=$(setting max_connections) shared_buffers=$(setting shared_buffers) synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) max_wal_size=$(setting max_wal_size) checkpoint_timeout=$(setting checkpoint_timeout); unix socket"
-  echo "client: ulimit -n $(ulimit -n); gateways N = $NS; modes $MODES; phase A: $WRITERS writers at full speed for ${SECONDS_PER}s; phase B: $RATE writes/s for ${SECONDS_PER}s; half commands, half inbox items"
+  echo "client: ulimit -n $(ulimit -n); gateways N = $NS; modes $MODES; phase A: $WRITERS writers at full speed for ${SECONDS_PER}s; phase B: $RATE writes/s for ${SECONDS_PER}s; half commands, half inbox items; $REPS runs of each point below N = 1,000"
 } | tee "$OUT/settings.txt"
 
 : >"$OUT/results.txt"
@@ -108,17 +108,18 @@ function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]
   en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
   if (en != "" && en >= 0 && tot > 0) add("notif", 100 * en / tot) }
 END {
-  print "| mode | gateways | runs | write tx/s | ratio to N=1 | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | server memory MiB (PSS) | other CPU % |"
-  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  print "| mode | gateways | runs | write tx/s | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | server memory MiB (PSS) | other CPU % |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for (r = 1; r <= rows; r++) {
     k = order[r]
     if (!runs[k]) { printf "| %s | %s | 0 | failed |\n", mode[k], nn[k]; continue }
     b = mode[k] SUBSEP 1
     ratio = C["tps", b] ? sprintf("%.2f", (S["tps", k] / C["tps", k]) / (S["tps", b] / C["tps", b])) : "n/a"
-    printf "| %s | %s | %d | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
-      mode[k], nn[k], runs[k], m("tps", "%.0f"), ratio, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
+    cr = C["cpu", b] ? sprintf("%.2f", (S["cpu", b] / C["cpu", b]) / (S["cpu", k] / C["cpu", k])) : "n/a"
+    printf "| %s | %s | %d | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
+      mode[k], nn[k], runs[k], m("tps", "%.0f"), ratio, cr, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
       m("co", "%.1f"), m("l50", "%.1f"), m("l99", "%.1f"), m("pk", "%.0f"), m("wr", "%.0f"), m("conns", "%.0f"), m("lis", "%.0f"),
       C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("cl", "%.2f"), m("mem", "%.0f"), m("oth", "%.0f")
   }
 }' "$OUT/results.txt" | tee "$OUT/table.txt"
-echo "(pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); other CPU: the rest of the machine during phase A. Results in $OUT)"
+echo "(DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); other CPU: the rest of the machine during phase A. Results in $OUT)"

@@ -540,6 +540,14 @@ phase_result run_writers(const options& o, const std::string& dsn,
     return r;
 }
 
+constexpr const char* kNotifiedSql =
+    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM public.bench_notified";
+
+long long db_value(const std::string& dsn, const char* sql) {
+    auto c = pg::connection::connect(dsn);
+    return c.exec(sql).get<long long>(0, 0);
+}
+
 void usage() {
     std::cerr << "usage: scale_bench --conninfo 'host=... port=... user=postgres' --mode "
                  "direct|relay|edge --gateways N [--seconds T] [--writers W] [--rate R] "
@@ -757,6 +765,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         }
     }
     const double setup_s = static_cast<double>(now_ns() - t_setup) / 1e9;
+    long long notified0 = 0;  // edge mode: the warm-up's notifications, not counted
+    if (o.wake == mode::edge) notified0 = db_value(dsn, kNotifiedSql);
     std::this_thread::sleep_for(2s);
     const auto all =
         admin.exec("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'");
@@ -804,11 +814,7 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     // Edge mode: how many writes notified (the others found their gateway's wake-up disarmed).
     long long notified = -1;
     if (o.wake == mode::edge) {
-        auto c = pg::connection::connect(dsn);
-        notified = c.exec(
-                        "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM "
-                        "public.bench_notified")
-                       .get<long long>(0, 0);
+        notified = db_value(dsn, kNotifiedSql) - notified0;
     }
 
     // ---- memory: every server process's PSS; the backends of this database ----
