@@ -21,6 +21,11 @@
 //           gateway's queue had been armed (a bench_wake row: the gateway re-arms it when a lease
 //           finds the queue empty, then leases once more, so no wake-up is lost).
 //
+// What it does not reproduce: the hosts connect as the superuser over the unix socket (not each
+// gateway's own login under row-level security, sql/0023); the dispatcher's agent scan before
+// each lease is left out (one agent per gateway, leased directly); in relay mode the hosts have
+// no safety poll of their own (the relay's listener polls and wakes every host).
+//
 // After a warm-up row per queue and gateway, phases: (A) W writers as fast as they can for T
 // seconds: write throughput, DB CPU per write, pickup under full load; (B) writers at a fixed total
 // rate R for T seconds: pickup p50/p99. Then connections (pg_stat_activity) and backend memory (PSS
