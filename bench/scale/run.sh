@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# N simulated gateway hosts on one PostgreSQL 15, three wake-up designs side by side (scale_bench.cpp
+# says what one host holds and what each mode does). One command on a fresh checkout: it builds
+# what it runs, starts its own throwaway cluster (scripts/pg-cluster.sh with its own state folder
+# and a max_connections high enough for N = 1,000), makes the migrated template, runs every point
+# and prints one table.
+# Usage: bench/scale/run.sh [build dir]
+#   SCALE_QUICK=1      N = 1 10 100, 5 s per phase (a smoke run)
+#   SCALE_NS="1 10"    the gateway counts; SCALE_MODES="direct relay edge"; SCALE_SECONDS (10)
+#   SCALE_RATE (50)    phase B's steady writes/s (pickup latency); SCALE_WRITERS (4)
+#   SCALE_REPS (2)     runs of every point below N = 1,000 (interleaved; the table shows their mean;
+#                      N = 1,000 runs once: it takes minutes and ~10 GiB)
+#   SCALE_IDLE (2)     idle connections per host (the runner's and the dispatcher's housekeeping);
+#                      lowered (and said so) when N x 8 backends would not fit in memory
+#   SCALE_PG_PORT (54335), SCALE_STATE_DIR (.awp/scale), SCALE_KEEP=1 leaves the cluster running
+# Results: $OUT (default /tmp/awp-scale-bench): results.txt (the RESULT lines), table.txt.
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${1:-$REPO/build}
+OUT=${OUT:-/tmp/awp-scale-bench}
+if [[ ${SCALE_QUICK:-0} == 1 ]]; then
+  NS=${SCALE_NS:-"1 10 100"}; SECONDS_PER=${SCALE_SECONDS:-5}
+else
+  NS=${SCALE_NS:-"1 10 100 1000"}; SECONDS_PER=${SCALE_SECONDS:-10}
+fi
+MODES=${SCALE_MODES:-"direct relay edge"}
+RATE=${SCALE_RATE:-50}; WRITERS=${SCALE_WRITERS:-4}; IDLE=${SCALE_IDLE:-2}; REPS=${SCALE_REPS:-2}
+export AWP_PG_PORT=${SCALE_PG_PORT:-54335}
+export AWP_STATE_DIR=${SCALE_STATE_DIR:-$REPO/.awp/scale}
+mkdir -p "$OUT"
+
+# Build (as bench/common.sh does, without the project's default cluster: this one is our own).
+AWP_BUILD_DIR=$BUILD AWP_BUILD_TARGETS="awpctl scale_bench" "$REPO/scripts/build.sh" >/dev/null
+export AWPCTL=$BUILD/bin/awpctl
+
+# Connections: every host holds 8 (runner: lease, housekeeping, LISTEN; dispatcher: lease,
+# housekeeping, 2 slots, LISTEN), so N = 1,000 needs 8,000 backends and a bit more.
+maxn=0; for n in $NS; do ((n > maxn)) && maxn=$n; done
+MAXCONN=$((maxn * 8 + 200))
+((MAXCONN < 300)) && MAXCONN=300
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+cluster() { "$REPO/scripts/pg-cluster.sh" "$@"; }
+cluster up >/dev/null 2>&1 || cluster up
+set -a
+# shellcheck disable=SC1091
+. "$AWP_STATE_DIR/cluster.env"
+set +a
+ADMIN="$AWP_PG_ADMIN_DSN dbname=postgres"
+psql -X -q "$ADMIN" -v ON_ERROR_STOP=1 \
+  -c "ALTER SYSTEM SET max_connections = $MAXCONN" \
+  -c "ALTER SYSTEM SET shared_buffers = '256MB'" \
+  -c "ALTER SYSTEM SET max_wal_size = '8GB'" \
+  -c "ALTER SYSTEM SET checkpoint_timeout = '30min'"
+cluster stop >/dev/null
+cluster start >/dev/null
+bash "$REPO/tests/support/make-template.sh" "$AWPCTL"
+cleanup() {
+  psql -X -q "$ADMIN" -c "DROP DATABASE IF EXISTS awp_scale_bench WITH (FORCE)" >/dev/null 2>&1 || true
+  [[ ${SCALE_KEEP:-0} == 1 ]] || cluster stop >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+
+setting() { psql -X -qAt "$ADMIN" -c "SHOW $1"; }
+{
+  echo "== scale benchmark, $(date -u +%FT%TZ)"
+  echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other work)"
+  echo "server: $(psql -X -qAt "$ADMIN" -c 'SELECT version()' | cut -d, -f1); max_connections=$(setting max_connections) shared_buffers=$(setting shared_buffers) synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) max_wal_size=$(setting max_wal_size) checkpoint_timeout=$(setting checkpoint_timeout); unix socket"
+  echo "client: ulimit -n $(ulimit -n); gateways N = $NS; modes $MODES; phase A: $WRITERS writers at full speed for ${SECONDS_PER}s; phase B: $RATE writes/s for ${SECONDS_PER}s; half commands, half inbox items; $REPS runs of each point below N = 1,000"
+} | tee "$OUT/settings.txt"
+
+: >"$OUT/results.txt"
+point() {  # N MODE IDLE REP
+  local line
+  line=$("$BUILD/bin/scale_bench" --conninfo "host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=postgres" \
+    --mode "$2" --gateways "$1" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" \
+    --idle-per-gateway "$3" 2>>"$OUT/stderr.txt" | grep '^RESULT' || true)
+  [[ -n $line ]] || line="RESULT mode=$2 n=$1 failed=1"
+  echo "$line idle=$3 rep=$4" | tee -a "$OUT/results.txt"
+}
+for n in $NS; do
+  idle=$IDLE
+  # 8 backends of ~1.8 MiB PSS each per host (measured at N = 30); keep the backends within 60 %
+  # of the memory available now (the machine is shared).
+  avail_mib=$(awk '/MemAvailable/{print int($2 / 1024)}' /proc/meminfo)
+  while ((idle > 0 && n * (6 + idle) * 18 / 10 > avail_mib * 6 / 10)); do idle=$((idle - 1)); done
+  ((idle != IDLE)) && echo "N=$n: $idle idle connections per host instead of $IDLE (memory: $avail_mib MiB available)" | tee -a "$OUT/settings.txt"
+  reps=$REPS; ((n >= 1000)) && reps=1
+  for ((rep = 1; rep <= reps; rep++)); do
+    for m in $MODES; do point "$n" "$m" "$idle" "$rep"; done
+  done
+done
+
+# One table: mode x N, the mean of the runs of each point.
+awk '
+function v(k,   i, kv) { for (i = 2; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "" }
+function add(name, x) { if (x != "" && x != "nan" && x != "-nan") { S[name, k] += x; C[name, k]++ } }
+function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]) : "-" }
+{ k = v("mode") SUBSEP v("n")
+  if (!(k in seen)) { seen[k] = 1; order[++rows] = k; mode[k] = v("mode"); nn[k] = v("n") }
+  if (v("failed") == 1) { failed[k]++; next }
+  runs[k]++
+  add("tps", v("tps")); add("p50", v("p50_ms")); add("p99", v("p99_ms")); add("w50", v("wake_p50_ms"))
+  add("w99", v("wake_p99_ms")); add("l50", v("loaded_p50_ms")); add("l99", v("loaded_p99_ms"))
+  add("co", v("commit_p50_ms")); add("pk", v("picked_b")); add("wr", v("writes_b")); add("conns", v("conns_db"))
+  add("lis", v("listeners")); add("cpu", v("cpu_ms_per_write")); add("cl", v("client_cpu_ms_per_write"))
+  add("mem", v("mem_mib")); add("oth", v("other_cpu_pct"))
+  en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
+  if (en != "" && en >= 0 && tot > 0) add("notif", 100 * en / tot) }
+END {
+  print "| mode | gateways | runs | write tx/s | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | server memory MiB (PSS) | other CPU % |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  for (r = 1; r <= rows; r++) {
+    k = order[r]
+    if (!runs[k]) { printf "| %s | %s | 0 | failed |\n", mode[k], nn[k]; continue }
+    b = mode[k] SUBSEP 1
+    ratio = C["tps", b] ? sprintf("%.2f", (S["tps", k] / C["tps", k]) / (S["tps", b] / C["tps", b])) : "n/a"
+    cr = C["cpu", b] ? sprintf("%.2f", (S["cpu", b] / C["cpu", b]) / (S["cpu", k] / C["cpu", k])) : "n/a"
+    printf "| %s | %s | %d | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
+      mode[k], nn[k], runs[k], m("tps", "%.0f"), ratio, cr, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
+      m("co", "%.1f"), m("l50", "%.1f"), m("l99", "%.1f"), m("pk", "%.0f"), m("wr", "%.0f"), m("conns", "%.0f"), m("lis", "%.0f"),
+      C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("cl", "%.2f"), m("mem", "%.0f"), m("oth", "%.0f")
+  }
+}' "$OUT/results.txt" | tee "$OUT/table.txt"
+echo "(DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); other CPU: the rest of the machine during phase A. Results in $OUT)"

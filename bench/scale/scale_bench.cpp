@@ -1,0 +1,913 @@
+// scale_bench: N simulated gateway hosts on one PostgreSQL, one measurement point per run.
+//
+// Each simulated host holds what awp-command-runner and awp-inbox-dispatcher hold on a real host
+// and drives its two queues with awp's own core::queue_driver:
+//   commands  lease_and_start_command, then finish_and_lease_command (the runner's statements,
+//             apps/command-runner/queue_sql.hpp), on one lease connection; + 1 idle housekeeping
+//             connection; + 1 LISTEN session (direct and edge modes);
+//   inbox     lease_inbox_item on a lease connection, complete_inbox_item on one of 2 slot
+//             connections (MAX_CONCURRENT = 2); + 1 idle housekeeping connection; + 1 LISTEN.
+// Writers insert commands and inbox items for random gateways, one row per transaction, as the
+// API does (a plain INSERT as a privileged session); the row's payload carries the send time, so
+// the pickup latency is "INSERT sent -> the right gateway's lease returned the row".
+//
+// Wake-up modes (the SQL of relay and edge is created here, in the benchmark's own database):
+//   direct  today: per-gateway channels awp_commands_<gw> / awp_inbox_<gw>, one NOTIFY per write
+//           (the migrations' statement triggers), 2 LISTEN sessions per gateway;
+//   relay   one LISTEN session for the whole database on awp_wake, payload "<gateway id>:c|i";
+//           it fans the wake-up out to each gateway over a unix socket pair (one per gateway: the
+//           hop a wake daemon's long-lived stream would be); gateways hold no LISTEN session;
+//   edge    per-gateway channels and listeners as today, but a write NOTIFYs only when its
+//           gateway's queue had been armed (a bench_wake row: the gateway re-arms it when a lease
+//           finds the queue empty, then leases once more, so no wake-up is lost).
+//
+// What it does not reproduce: the hosts connect as the superuser over the unix socket (not each
+// gateway's own login under row-level security, sql/0023); the dispatcher's agent scan before
+// each lease is left out (one agent per gateway, leased directly); in relay mode the hosts have
+// no safety poll of their own (the relay's listener polls and wakes every host).
+//
+// After a warm-up row per queue and gateway, phases: (A) W writers as fast as they can for T
+// seconds: write throughput, DB CPU per write, pickup under full load; (B) writers at a fixed total
+// rate R for T seconds: pickup p50/p99. Then connections (pg_stat_activity) and backend memory (PSS
+// of every server process). Prints one line "RESULT key=value ...".
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <dirent.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/connect_pair.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "awp/core/channels.hpp"
+#include "awp/core/lease.hpp"
+#include "awp/core/log.hpp"
+#include "awp/core/notify.hpp"
+#include "awp/core/pg.hpp"
+#include "queue_sql.hpp"
+
+namespace net = boost::asio;
+namespace core = awp::core;
+namespace pg = awp::core::pg;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr const char* kTenant = "00000000-0000-0000-0000-000000000000";
+
+enum class mode { direct, relay, edge };
+
+struct options {
+    std::string conninfo = "host=/tmp port=5432 user=postgres";  // without dbname
+    std::string db = "awp_scale_bench";
+    std::string template_db = "awp_test_template";
+    mode wake = mode::direct;
+    std::string mode_name = "direct";
+    int gateways = 1;
+    double seconds = 5;
+    int writers = 4;
+    double rate = 50;  // phase B, writes/s over all writers
+    int threads = 2;   // io_contexts for the gateways
+    int idle_per_gateway = 2;
+    int inbox_slots = 2;
+    double ready_timeout = 600;
+};
+
+std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+std::int64_t sent_of(std::string_view payload) {
+    const auto at = payload.find("\"t\":");
+    if (at == std::string_view::npos) return 0;
+    return std::strtoll(std::string(payload.substr(at + 4)).c_str(), nullptr, 10);
+}
+
+std::atomic<std::uint64_t> g_picked{0};
+
+struct pick {
+    std::int64_t sent, got;
+};
+
+struct gateway;
+
+struct done_t {};
+
+struct cmd_row {
+    std::string id, token;
+};
+
+// The runner's queue, as the driver sees it, with the runner's own statements.
+class command_queue {
+public:
+    using row_type = cmd_row;
+    using outcome_type = done_t;
+    command_queue(gateway& g, const std::string& dsn) : g_(g), db_(dsn, "cmd-lease") {}
+
+    net::awaitable<core::lease_batch<cmd_row>> lease(std::size_t) {
+        auto b = rows(co_await db_.query_prepared(awp::runner::sql::kLeaseAndStart, 180, slug(),
+                                                  "scale", no_tenant_));
+        co_return co_await maybe_arm(std::move(b));
+    }
+    net::awaitable<done_t> work(cmd_row&, std::size_t) { co_return done_t{}; }
+    done_t failed(const cmd_row&, std::string) { return {}; }
+    net::awaitable<void> finish(const cmd_row& r, const done_t&, std::size_t) {
+        const std::optional<std::string> none;
+        co_await db_.query_prepared(awp::runner::sql::kComplete, r.id, 0, "", "", r.token, none);
+    }
+    net::awaitable<core::lease_batch<cmd_row>> finish_and_lease(const cmd_row& r, const done_t&,
+                                                                std::size_t) {
+        const std::optional<std::string> none;
+        auto b = rows(co_await db_.query_prepared(awp::runner::sql::kFinishAndLease, r.id, r.token,
+                                                  "done", 0, none, "", "", none, 180, slug(),
+                                                  "scale", no_tenant_));
+        co_return co_await maybe_arm(std::move(b));
+    }
+    void settled(const cmd_row&, const done_t&, core::finish_status) {}
+
+    pg::session& db() { return db_; }
+
+private:
+    const std::string& slug() const;
+    core::lease_batch<cmd_row> rows(const pg::result& r);
+    net::awaitable<core::lease_batch<cmd_row>> maybe_arm(core::lease_batch<cmd_row> b);
+
+    gateway& g_;
+    pg::session db_;
+    std::optional<std::string> no_tenant_;
+};
+
+struct inbox_row {
+    std::string id, token;
+};
+
+// The dispatcher's queue: one agent per gateway; lease_inbox_item on the lease connection,
+// complete_inbox_item on the slot's own connection (as the dispatcher's wake slots do).
+class inbox_queue {
+public:
+    using row_type = inbox_row;
+    using outcome_type = done_t;
+    inbox_queue(gateway& g, const std::string& dsn, int slots) : g_(g), db_(dsn, "inbox-lease") {
+        for (int i = 0; i < slots; ++i)
+            slot_db_.push_back(std::make_unique<pg::session>(dsn, "slot"));
+    }
+
+    net::awaitable<core::lease_batch<inbox_row>> lease(std::size_t);
+    net::awaitable<done_t> work(inbox_row&, std::size_t) { co_return done_t{}; }
+    done_t failed(const inbox_row&, std::string) { return {}; }
+    net::awaitable<void> finish(const inbox_row& r, const done_t&, std::size_t slot) {
+        co_await slot_db_[slot]->query_prepared(
+            "SELECT status::text FROM public.complete_inbox_item($1::uuid, $2::uuid)", r.id,
+            r.token);
+    }
+    void settled(const inbox_row&, const done_t&, core::finish_status) {}
+
+    std::vector<std::unique_ptr<pg::session>>& slots() { return slot_db_; }
+    pg::session& db() { return db_; }
+
+private:
+    gateway& g_;
+    pg::session db_;
+    std::vector<std::unique_ptr<pg::session>> slot_db_;
+};
+
+struct gateway {
+    gateway(net::io_context& io_, const options& o, std::string id_, std::string slug_,
+            std::string agent_, const std::string& dsn_)
+        : io(io_),
+          opt(o),
+          id(std::move(id_)),
+          slug(std::move(slug_)),
+          agent(std::move(agent_)),
+          dsn(dsn_),
+          cq(*this, dsn_),
+          iq(*this, dsn_, o.inbox_slots),
+          relay_end(io_) {}
+
+    net::io_context& io;
+    const options& opt;
+    std::string id, slug, agent, dsn;
+    command_queue cq;
+    inbox_queue iq;
+    std::unique_ptr<core::queue_driver<command_queue>> cd;
+    std::unique_ptr<core::queue_driver<inbox_queue>> idr;
+    std::vector<pg::connection> idle;
+    net::local::stream_protocol::socket relay_end;  // relay mode: the gateway's end of its hop
+    std::vector<pick> picks;
+    bool cmd_armed = true, inbox_armed = true;  // edge mode, as last known here
+    std::atomic<int> connected{0};
+
+    void picked(std::string_view payload) {
+        picks.push_back({sent_of(payload), now_ns()});
+        g_picked.fetch_add(1, std::memory_order_relaxed);
+    }
+
+    net::awaitable<void> arm(pg::session& db, const char* q) {
+        co_await db.query_prepared(
+            "UPDATE public.bench_wake SET armed = true WHERE gateway_id = $1::uuid AND q = $2", id,
+            q);
+    }
+
+    void start() {
+        core::queue_options c;
+        c.name = "commands";
+        c.finish_with_next_lease = true;
+        core::queue_options i;
+        i.name = "inbox";
+        i.concurrency = static_cast<std::size_t>(opt.inbox_slots);
+        core::queue_hooks ch, ih;
+        if (opt.wake != mode::relay) {
+            c.listen = {dsn, {core::channels::commands(id)}, 30s, "cmd-listen"};
+            i.listen = {dsn, {core::channels::inbox(id)}, 30s, "inbox-listen"};
+            const auto cchan = c.listen.channels[0], ichan = i.listen.channels[0];
+            ch.on_notify = [this, cchan](const pg::notification& n) {
+                if (n.channel != cchan) return false;
+                cmd_armed = false;
+                return true;
+            };
+            ih.on_notify = [this, ichan](const pg::notification& n) {
+                if (n.channel != ichan) return false;
+                inbox_armed = false;
+                return true;
+            };
+        }
+        cd = std::make_unique<core::queue_driver<command_queue>>(io.get_executor(), cq, c, ch);
+        idr = std::make_unique<core::queue_driver<inbox_queue>>(io.get_executor(), iq, i, ih);
+        net::co_spawn(io, connect_all(), net::detached);
+    }
+
+    // Opens the connections a host holds besides the listeners: lease ones, slots, idle ones.
+    net::awaitable<void> connect_all() {
+        co_await cq.db().get();
+        co_await iq.db().get();
+        for (auto& s : iq.slots()) co_await s->get();
+        for (int k = 0; k < opt.idle_per_gateway; ++k) {
+            idle.push_back(co_await pg::connection::async_connect(dsn));
+        }
+        // The drivers start once their connections are open (a pg::session is used by one
+        // coroutine at a time); their listeners' first rescan wakes them.
+        net::co_spawn(io, cd->run(), net::detached);
+        net::co_spawn(io, idr->run(), net::detached);
+        if (opt.wake == mode::relay) net::co_spawn(io, relay_reader(), net::detached);
+        cd->wake();
+        idr->wake();
+        connected = 1;
+    }
+
+    net::awaitable<void> relay_reader() {
+        char buf[256];
+        for (;;) {
+            boost::system::error_code ec;
+            const auto n = co_await relay_end.async_read_some(
+                net::buffer(buf), net::redirect_error(net::use_awaitable, ec));
+            if (ec) co_return;
+            for (std::size_t k = 0; k < n; ++k) {
+                if (buf[k] == 'c') cd->wake();
+                if (buf[k] == 'i') idr->wake();
+            }
+        }
+    }
+};
+
+const std::string& command_queue::slug() const { return g_.slug; }
+
+core::lease_batch<cmd_row> command_queue::rows(const pg::result& r) {
+    core::lease_batch<cmd_row> b;
+    for (int k = 0; k < r.size(); ++k) {
+        b.items.push_back({r.get<std::string>(k, 0), r.get<std::string>(k, 6)});
+        g_.picked(r.text(k, 5));
+    }
+    return b;
+}
+
+// Edge mode: the queue is empty and no wake-up is armed: arm, then look once more (a write
+// that committed between the empty lease and the arm did not notify).
+net::awaitable<core::lease_batch<cmd_row>> command_queue::maybe_arm(core::lease_batch<cmd_row> b) {
+    if (g_.opt.wake != mode::edge || !b.items.empty() || g_.cmd_armed) co_return b;
+    co_await g_.arm(db_, "c");
+    g_.cmd_armed = true;
+    co_return rows(co_await db_.query_prepared(awp::runner::sql::kLeaseAndStart, 180, slug(),
+                                               "scale", no_tenant_));
+}
+
+net::awaitable<core::lease_batch<inbox_row>> inbox_queue::lease(std::size_t) {
+    constexpr const char* kLease =
+        "SELECT i.id::text, i.lease_token::text, i.payload::text "
+        "FROM public.lease_inbox_item($1::uuid, 120, $2) i";
+    core::lease_batch<inbox_row> b;
+    for (int round = 0; round < 2; ++round) {
+        const auto r = co_await db_.query_prepared(kLease, g_.agent, "scale");
+        for (int k = 0; k < r.size(); ++k) {
+            b.items.push_back({r.get<std::string>(k, 0), r.get<std::string>(k, 1)});
+            g_.picked(r.text(k, 2));
+        }
+        if (g_.opt.wake != mode::edge || !b.items.empty() || g_.inbox_armed) break;
+        co_await g_.arm(db_, "i");
+        g_.inbox_armed = true;
+    }
+    co_return b;
+}
+
+// The relay: one LISTEN session for the database; each wake-up goes to its gateway over that
+// gateway's socket pair.
+struct relay {
+    relay(net::io_context& io_, const std::string& dsn_) : io(io_), dsn(dsn_) {}
+    net::io_context& io;
+    std::string dsn;
+    std::unordered_map<std::string, net::local::stream_protocol::socket*> by_id;
+    std::vector<std::unique_ptr<net::local::stream_protocol::socket>> ends;
+    std::unique_ptr<core::listener> l;
+    std::uint64_t received = 0;
+
+    void add(gateway& g) {
+        ends.push_back(std::make_unique<net::local::stream_protocol::socket>(io));
+        net::local::connect_pair(*ends.back(), g.relay_end);
+        by_id[g.id] = ends.back().get();
+    }
+    static void send(net::local::stream_protocol::socket& s, char c) {
+        boost::system::error_code ec;
+        s.write_some(net::buffer(&c, 1), ec);  // a socket pair's buffer: never blocks here
+    }
+    void start() {
+        l = std::make_unique<core::listener>(
+            core::listener_options{dsn, {"awp_wake"}, 30s, "relay"},
+            [this](const pg::notification& n) {
+                ++received;
+                const auto colon = n.payload.rfind(':');
+                if (colon == std::string::npos) return;
+                const auto it = by_id.find(n.payload.substr(0, colon));
+                if (it != by_id.end()) send(*it->second, n.payload[colon + 1]);
+            },
+            [this](core::rescan_reason) {
+                for (auto& e : ends) {
+                    send(*e, 'c');
+                    send(*e, 'i');
+                }
+            });
+        net::co_spawn(io, l->run(), net::detached);
+    }
+};
+
+// ---- the database side: CPU and memory of the server's processes ----------------------------
+
+long long read_stat_cpu(int pid, bool with_children, int* ppid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+    std::string s;
+    if (!std::getline(f, s)) return -1;
+    const auto close = s.rfind(')');
+    if (close == std::string::npos) return -1;
+    std::istringstream in(s.substr(close + 2));
+    std::vector<std::string> v;
+    std::string t;
+    while (in >> t) v.push_back(t);
+    // v[0] is field 3 (state): field k is v[k - 3].
+    if (v.size() < 15) return -1;
+    if (ppid) *ppid = std::atoi(v[1].c_str());
+    long long c = std::atoll(v[11].c_str()) + std::atoll(v[12].c_str());
+    if (with_children) c += std::atoll(v[13].c_str()) + std::atoll(v[14].c_str());
+    return c;
+}
+
+std::vector<int> children_of(int parent) {
+    std::vector<int> out;
+    DIR* d = opendir("/proc");
+    if (!d) return out;
+    while (auto* e = readdir(d)) {
+        const int pid = std::atoi(e->d_name);
+        if (pid <= 0) continue;
+        int pp = 0;
+        if (read_stat_cpu(pid, false, &pp) >= 0 && pp == parent) out.push_back(pid);
+    }
+    closedir(d);
+    return out;
+}
+
+// Server CPU in ticks: the postmaster (with what it reaped) and every live child.
+long long server_ticks(int postmaster) {
+    long long s = read_stat_cpu(postmaster, true, nullptr);
+    for (int p : children_of(postmaster)) {
+        const long long c = read_stat_cpu(p, false, nullptr);
+        if (c > 0) s += c;
+    }
+    return s;
+}
+
+// Busy ticks of the whole machine (every core): user, nice, system, irq, softirq, steal.
+long long machine_busy_ticks() {
+    std::ifstream f("/proc/stat");
+    std::string cpu;
+    long long v[8] = {};
+    f >> cpu;
+    for (auto& x : v) f >> x;
+    return v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+}
+
+long long pss_kb(int pid) {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/smaps_rollup");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("Pss:", 0) == 0) return std::atoll(line.c_str() + 4);
+    }
+    return 0;
+}
+
+double pct(std::vector<double>& v, double q) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    std::size_t k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+    if (k > 0) --k;
+    return v[std::min(k, v.size() - 1)];
+}
+
+// ---- writers ---------------------------------------------------------------------------------
+
+struct target {
+    std::string gateway, agent;
+};
+
+struct writer_stats {
+    std::atomic<std::uint64_t> writes{0};
+    std::atomic<std::uint64_t> errors{0};
+    std::vector<double> commit_ms;  // INSERT sent -> committed (the writers' io_context only)
+    std::vector<pick> acks;         // (sent, committed) per row
+};
+
+net::awaitable<void> writer(std::string dsn, const std::vector<target>& targets, int index,
+                            std::int64_t until_ns, double rate, writer_stats& st) {
+    pg::connection c = co_await pg::connection::async_connect(dsn);
+    std::mt19937_64 rng(static_cast<std::uint64_t>(index) * 7919 +
+                        static_cast<std::uint64_t>(now_ns()));
+    std::uniform_int_distribution<std::size_t> pick_gw(0, targets.size() - 1);
+    const std::int64_t step = rate > 0 ? static_cast<std::int64_t>(1e9 / rate) : 0;
+    std::int64_t next = now_ns();
+    std::uint64_t seq = 0;
+    auto ex = co_await net::this_coro::executor;
+    const std::string key = "w" + std::to_string(index) + "-" + std::to_string(now_ns()) + "-";
+    while (now_ns() < until_ns) {
+        if (step > 0) {
+            const std::int64_t wait = next - now_ns();
+            if (wait > 0) {
+                net::steady_timer t(ex, std::chrono::nanoseconds(wait));
+                co_await t.async_wait(net::use_awaitable);
+            }
+            next += step;
+            if (now_ns() >= until_ns) break;
+        }
+        const auto& t = targets[pick_gw(rng)];
+        const std::int64_t sent = now_ns();
+        try {
+            if (rng() & 1) {
+                co_await c.async_query_prepared(
+                    "INSERT INTO public.agent_commands (tenant_id, gateway_id, action, status, "
+                    "payload) VALUES ($1::uuid, $2::uuid, 'auth_list', 'pending', "
+                    "jsonb_build_object('t', $3::bigint))",
+                    kTenant, t.gateway, sent);
+            } else {
+                co_await c.async_query_prepared(
+                    "INSERT INTO public.agent_inbox_items (tenant_id, agent_id, event_type, "
+                    "dedup_key, payload) VALUES ($1::uuid, $2::uuid, 'heartbeat', $3, "
+                    "jsonb_build_object('t', $4::bigint))",
+                    kTenant, t.agent, key + std::to_string(++seq), sent);
+            }
+            st.writes.fetch_add(1, std::memory_order_relaxed);
+            const std::int64_t ack = now_ns();
+            st.commit_ms.push_back(static_cast<double>(ack - sent) / 1e6);
+            st.acks.push_back({sent, ack});
+        } catch (const std::exception& e) {
+            if (st.errors.fetch_add(1) < 5) std::cerr << "writer: " << e.what() << "\n";
+        }
+    }
+}
+
+struct phase_result {
+    double seconds = 0;
+    std::uint64_t writes = 0;
+    std::int64_t t0 = 0, t1 = 0;
+    long long ticks = 0;
+    long long client_ticks = 0;  // this process: the writers and every simulated host
+    double commit_p50 = 0, commit_p99 = 0;
+    std::vector<pick> acks;
+};
+
+phase_result run_writers(const options& o, const std::string& dsn,
+                         const std::vector<target>& targets, double rate_total) {
+    net::io_context io;
+    writer_stats st;
+    phase_result r;
+    r.t0 = now_ns();
+    const std::int64_t until = r.t0 + static_cast<std::int64_t>(o.seconds * 1e9);
+    for (int w = 0; w < o.writers; ++w) {
+        net::co_spawn(io, writer(dsn, targets, w, until, rate_total / o.writers, st),
+                      [](std::exception_ptr e) {
+                          if (e) {
+                              try {
+                                  std::rethrow_exception(e);
+                              } catch (const std::exception& ex) {
+                                  std::cerr << "writer ended: " << ex.what() << "\n";
+                              }
+                          }
+                      });
+    }
+    io.run();
+    r.t1 = now_ns();
+    r.writes = st.writes;
+    r.commit_p50 = pct(st.commit_ms, 0.5);
+    r.commit_p99 = pct(st.commit_ms, 0.99);
+    r.acks = std::move(st.acks);
+    r.seconds = static_cast<double>(r.t1 - r.t0) / 1e9;
+    return r;
+}
+
+constexpr const char* kNotifiedSql =
+    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM public.bench_notified";
+
+long long db_value(const std::string& dsn, const char* sql) {
+    auto c = pg::connection::connect(dsn);
+    return c.exec(sql).get<long long>(0, 0);
+}
+
+void usage() {
+    std::cerr << "usage: scale_bench --conninfo 'host=... port=... user=postgres' --mode "
+                 "direct|relay|edge --gateways N [--seconds T] [--writers W] [--rate R] "
+                 "[--threads K] [--idle-per-gateway I] [--db NAME] [--template NAME]\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    options o;
+    for (int k = 1; k < argc; ++k) {
+        const std::string a = argv[k];
+        auto val = [&]() -> std::string {
+            if (k + 1 >= argc) {
+                usage();
+                std::exit(2);
+            }
+            return argv[++k];
+        };
+        if (a == "--conninfo")
+            o.conninfo = val();
+        else if (a == "--mode")
+            o.mode_name = val();
+        else if (a == "--gateways")
+            o.gateways = std::stoi(val());
+        else if (a == "--seconds")
+            o.seconds = std::stod(val());
+        else if (a == "--writers")
+            o.writers = std::stoi(val());
+        else if (a == "--rate")
+            o.rate = std::stod(val());
+        else if (a == "--threads")
+            o.threads = std::stoi(val());
+        else if (a == "--idle-per-gateway")
+            o.idle_per_gateway = std::stoi(val());
+        else if (a == "--db")
+            o.db = val();
+        else if (a == "--template")
+            o.template_db = val();
+        else {
+            usage();
+            return 2;
+        }
+    }
+    if (o.mode_name == "direct")
+        o.wake = mode::direct;
+    else if (o.mode_name == "relay")
+        o.wake = mode::relay;
+    else if (o.mode_name == "edge")
+        o.wake = mode::edge;
+    else {
+        usage();
+        return 2;
+    }
+    core::log::init("scale_bench", core::log::level::error);
+    const std::string admin_dsn = o.conninfo + " dbname=postgres";
+    const std::string dsn = o.conninfo + " dbname=" + o.db;
+
+    // ---- a fresh database from the migrated template, the mode's wake-up SQL, N gateways ----
+    auto admin = pg::connection::connect(admin_dsn);
+    admin.exec("DROP DATABASE IF EXISTS " + o.db + " WITH (FORCE)");
+    admin.exec("CREATE DATABASE " + o.db + " TEMPLATE " + o.template_db);
+    const int postmaster = [&] {
+        int pp = 0;
+        read_stat_cpu(admin.backend_pid(), false, &pp);
+        return pp;
+    }();
+    std::vector<target> targets;
+    std::vector<std::string> slugs;
+    {
+        auto c = pg::connection::connect(dsn);
+        if (o.wake == mode::relay) {
+            c.exec_script(R"(
+ALTER TABLE public.agent_commands DISABLE TRIGGER agent_commands_notify_insert;
+ALTER TABLE public.agent_inbox_items DISABLE TRIGGER agent_inbox_items_notify_insert;
+CREATE FUNCTION public.bench_relay_notify() RETURNS trigger LANGUAGE plpgsql SET search_path = '' AS $$
+DECLARE
+  r record;
+  q text := CASE TG_TABLE_NAME WHEN 'agent_commands' THEN 'c' ELSE 'i' END;
+BEGIN
+  FOR r IN SELECT DISTINCT n.gateway_id FROM new_rows n
+            WHERE n.gateway_id IS NOT NULL AND n.status::text IN ('pending', 'failed') LOOP
+    PERFORM pg_notify('awp_wake', r.gateway_id::text || ':' || q);
+  END LOOP;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER bench_commands_wake AFTER INSERT ON public.agent_commands
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.bench_relay_notify();
+CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.bench_relay_notify();
+)");
+        } else if (o.wake == mode::edge) {
+            c.exec_script(R"(
+ALTER TABLE public.agent_commands DISABLE TRIGGER agent_commands_notify_insert;
+ALTER TABLE public.agent_inbox_items DISABLE TRIGGER agent_inbox_items_notify_insert;
+CREATE SEQUENCE public.bench_notified;
+CREATE TABLE public.bench_wake (gateway_id uuid NOT NULL, q text NOT NULL,
+                                armed boolean NOT NULL DEFAULT true, PRIMARY KEY (gateway_id, q));
+CREATE FUNCTION public.bench_edge_notify() RETURNS trigger LANGUAGE plpgsql SET search_path = '' AS $$
+DECLARE
+  r record;
+  v_q text := CASE TG_TABLE_NAME WHEN 'agent_commands' THEN 'c' ELSE 'i' END;
+  v_armed boolean;
+BEGIN
+  FOR r IN SELECT DISTINCT n.gateway_id FROM new_rows n
+            WHERE n.gateway_id IS NOT NULL AND n.status::text IN ('pending', 'failed') LOOP
+    -- FOR UPDATE whatever the flag says: a re-arm waits for this write's commit, so the
+    -- gateway's look after re-arming sees this row (a plain UPDATE ... WHERE armed would not
+    -- lock a disarmed row, and the wake-up could be lost).
+    SELECT w.armed INTO v_armed FROM public.bench_wake w
+     WHERE w.gateway_id = r.gateway_id AND w.q = v_q FOR UPDATE;
+    IF v_armed THEN
+      UPDATE public.bench_wake w SET armed = false WHERE w.gateway_id = r.gateway_id AND w.q = v_q;
+      PERFORM nextval('public.bench_notified');
+      PERFORM pg_notify(CASE v_q WHEN 'c' THEN 'awp_commands_' ELSE 'awp_inbox_' END
+                        || replace(r.gateway_id::text, '-', ''), '');
+    END IF;
+  END LOOP;
+  RETURN NULL;
+END $$;
+CREATE TRIGGER bench_commands_wake AFTER INSERT ON public.agent_commands
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.bench_edge_notify();
+CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
+  REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.bench_edge_notify();
+)");
+        }
+        const auto g = c.exec(
+            "WITH g AS (INSERT INTO public.gateways (tenant_id, slug, label, status) "
+            "SELECT $1::uuid, 'scale-' || n, 'scale ' || n, 'ready' FROM generate_series(1, $2) n "
+            "RETURNING id, slug, tenant_id) "
+            "INSERT INTO public.agents (tenant_id, name, slug, gateway_id) "
+            "SELECT tenant_id, 'agent ' || slug, 'a-' || slug, id FROM g "
+            "RETURNING gateway_id::text, id::text, substr(slug, 3)",
+            {kTenant, o.gateways});
+        for (int k = 0; k < g.size(); ++k) {
+            targets.push_back({g.get<std::string>(k, 0), g.get<std::string>(k, 1)});
+            slugs.push_back(g.get<std::string>(k, 2));
+        }
+        if (o.wake == mode::edge) {
+            c.exec(
+                "INSERT INTO public.bench_wake (gateway_id, q) SELECT g.id, q FROM "
+                "public.gateways g, (VALUES ('c'), ('i')) v(q) WHERE g.slug LIKE 'scale-%'");
+        }
+        c.exec("VACUUM ANALYZE");
+        c.exec("CHECKPOINT");
+    }
+
+    // ---- the simulated hosts ----
+    const int nthreads = std::max(1, o.threads);
+    std::vector<std::unique_ptr<net::io_context>> ios;
+    std::vector<net::executor_work_guard<net::io_context::executor_type>> guards;
+    for (int k = 0; k < nthreads + 1; ++k) {  // the last one runs the relay
+        ios.push_back(std::make_unique<net::io_context>(1));
+        guards.push_back(net::make_work_guard(*ios.back()));
+    }
+    std::vector<std::unique_ptr<gateway>> gws;
+    for (std::size_t k = 0; k < targets.size(); ++k) {
+        gws.push_back(std::make_unique<gateway>(*ios[k % static_cast<std::size_t>(nthreads)], o,
+                                                targets[k].gateway, slugs[k], targets[k].agent,
+                                                dsn));
+    }
+    std::unique_ptr<relay> rl;
+    if (o.wake == mode::relay) {
+        rl = std::make_unique<relay>(*ios.back(), dsn);
+        for (auto& g : gws) rl->add(*g);
+    }
+    const auto t_setup = now_ns();
+    for (auto& g : gws) net::post(g->io, [gp = g.get()] { gp->start(); });
+    if (rl) net::post(*ios.back(), [&] { rl->start(); });
+    std::vector<std::thread> threads;
+    for (auto& io : ios) threads.emplace_back([p = io.get()] { p->run(); });
+
+    // Ready: every connection open, every listener (or the relay) listening.
+    const int per_gw = 2 + o.inbox_slots + o.idle_per_gateway + (o.wake == mode::relay ? 0 : 2);
+    const long expected = static_cast<long>(per_gw) * o.gateways + (o.wake == mode::relay ? 1 : 0);
+    long conns = 0, listeners = 0;
+    for (;;) {
+        const auto r = admin.exec(
+            "SELECT count(*), count(*) FILTER (WHERE query LIKE 'LISTEN%') FROM pg_stat_activity "
+            "WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
+            {o.db});
+        conns = r.get<long>(0, 0);
+        listeners = r.get<long>(0, 1);
+        int ready = 0;
+        for (auto& g : gws) ready += g->connected.load();
+        const long want_listeners = o.wake == mode::relay ? 1 : 2L * o.gateways;
+        if (conns >= expected && listeners >= want_listeners && ready == o.gateways) break;
+        if (static_cast<double>(now_ns() - t_setup) / 1e9 > o.ready_timeout) {
+            std::cerr << "not ready after " << o.ready_timeout << " s: " << conns << " of "
+                      << expected << " connections, " << listeners << " listeners, " << ready
+                      << " hosts connected\n";
+            std::cout.flush();
+            std::_Exit(1);
+        }
+        std::this_thread::sleep_for(500ms);
+    }
+    // Warm-up: one command and one inbox item per gateway, so that every backend has prepared
+    // its statements and compiled the PL/pgSQL it runs (a host's backends live for hours; a
+    // cold one costs a few ms on its first row, which at N = 1,000 would be most rows measured).
+    {
+        auto c = pg::connection::connect(dsn);
+        const std::uint64_t before = g_picked.load();
+        c.exec(
+            "INSERT INTO public.agent_commands (tenant_id, gateway_id, action, status, payload) "
+            "SELECT tenant_id, id, 'auth_list', 'pending', '{\"t\": 0}' FROM public.gateways "
+            "WHERE slug LIKE 'scale-%'");
+        c.exec(
+            "INSERT INTO public.agent_inbox_items (tenant_id, agent_id, event_type, dedup_key, "
+            "payload) SELECT tenant_id, id, 'heartbeat', 'warm-' || id, '{\"t\": 0}' FROM "
+            "public.agents WHERE slug LIKE 'a-scale-%'");
+        const auto t = now_ns();
+        while (g_picked.load() < before + 2 * static_cast<std::uint64_t>(o.gateways) &&
+               static_cast<double>(now_ns() - t) / 1e9 < 120) {
+            std::this_thread::sleep_for(20ms);
+        }
+    }
+    const double setup_s = static_cast<double>(now_ns() - t_setup) / 1e9;
+    long long notified0 = 0;  // edge mode: the warm-up's notifications, not counted
+    if (o.wake == mode::edge) notified0 = db_value(dsn, kNotifiedSql);
+    std::this_thread::sleep_for(2s);
+    const auto all =
+        admin.exec("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'");
+    const long all_conns = all.get<long>(0, 0);
+
+    // ---- phase A: writers at full speed ----
+    const auto drain = [&](std::uint64_t want, double max_s) {
+        const auto t = now_ns();
+        while (g_picked.load() < want && static_cast<double>(now_ns() - t) / 1e9 < max_s) {
+            std::this_thread::sleep_for(5ms);
+        }
+        return static_cast<double>(now_ns() - t) / 1e9;
+    };
+    // The server's CPU is counted until the rows written are picked up and finished (drained):
+    // per write, it is the insert, its wake-up and its lease and final transition.
+    const std::uint64_t before_a = g_picked.load();
+    long long ticks0 = server_ticks(postmaster);
+    long long self0 = read_stat_cpu(getpid(), false, nullptr);
+    const long long busy0 = machine_busy_ticks();
+    const auto wall0 = now_ns();
+    phase_result a = run_writers(o, dsn, targets, 0);
+    const double drain_a = drain(before_a + a.writes, 60);
+    std::this_thread::sleep_for(200ms);  // the last finish_and_lease / complete
+    a.ticks = server_ticks(postmaster) - ticks0;
+    a.client_ticks = read_stat_cpu(getpid(), false, nullptr) - self0;
+    // CPU taken by anything else on the (shared) machine during phase A, % of all cores.
+    const double other_pct =
+        100.0 * static_cast<double>(machine_busy_ticks() - busy0 - a.ticks - a.client_ticks) /
+        (static_cast<double>(now_ns() - wall0) / 1e9 * static_cast<double>(sysconf(_SC_CLK_TCK)) *
+         static_cast<double>(std::thread::hardware_concurrency()));
+    const std::uint64_t after_a = g_picked.load();
+    std::this_thread::sleep_for(1s);
+
+    // ---- phase B: a steady stream at R writes/s ----
+    const std::uint64_t before_b = g_picked.load();
+    ticks0 = server_ticks(postmaster);
+    self0 = read_stat_cpu(getpid(), false, nullptr);
+    phase_result b = run_writers(o, dsn, targets, o.rate);
+    const double drain_b = drain(before_b + b.writes, 30);
+    std::this_thread::sleep_for(200ms);
+    b.ticks = server_ticks(postmaster) - ticks0;
+    b.client_ticks = read_stat_cpu(getpid(), false, nullptr) - self0;
+    const std::uint64_t after_b = g_picked.load();
+
+    // Edge mode: how many writes notified (the others found their gateway's wake-up disarmed).
+    long long notified = -1;
+    if (o.wake == mode::edge) {
+        notified = db_value(dsn, kNotifiedSql) - notified0;
+    }
+
+    // ---- memory: every server process's PSS; the backends of this database ----
+    long long pss_all = 0, pss_db = 0;
+    int nproc_all = 0;
+    for (int p : children_of(postmaster)) {
+        pss_all += pss_kb(p);
+        ++nproc_all;
+    }
+    pss_all += pss_kb(postmaster);
+    const auto pids = admin.exec(
+        "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
+        {o.db});
+    for (int k = 0; k < pids.size(); ++k) pss_db += pss_kb(pids.get<int>(k, 0));
+
+    // Pickup samples, by phase (all gateway threads are still running; picks are only read for
+    // rows sent before this point, so take a consistent copy on each gateway's own thread).
+    // Two figures per row: from the INSERT sent (its own commit included), and from its commit
+    // (the writer got the commit's answer) to the pickup; the wake-up may reach the gateway
+    // before the writer reads its answer: that counts as 0.
+    std::unordered_map<std::int64_t, std::int64_t> ack_of;
+    for (const auto* ph : {&a, &b})
+        for (const auto& p : ph->acks) ack_of[p.sent] = p.got;
+    std::vector<double> lat_a, lat_b, wake_a, wake_b;
+    {
+        std::mutex m;
+        std::atomic<int> left{static_cast<int>(gws.size())};
+        for (auto& g : gws) {
+            net::post(g->io, [&, gp = g.get()] {
+                std::lock_guard lock(m);
+                for (const auto& p : gp->picks) {
+                    const double ms = static_cast<double>(p.got - p.sent) / 1e6;
+                    const auto it = ack_of.find(p.sent);
+                    const double wk =
+                        it == ack_of.end()
+                            ? NAN
+                            : std::max(0.0, static_cast<double>(p.got - it->second) / 1e6);
+                    if (p.sent >= a.t0 && p.sent < a.t1) {
+                        lat_a.push_back(ms);
+                        if (!std::isnan(wk)) wake_a.push_back(wk);
+                    }
+                    if (p.sent >= b.t0 && p.sent < b.t1) {
+                        lat_b.push_back(ms);
+                        if (!std::isnan(wk)) wake_b.push_back(wk);
+                    }
+                }
+                --left;
+            });
+        }
+        while (left.load() > 0) std::this_thread::sleep_for(5ms);
+    }
+    const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
+    const double tps = static_cast<double>(a.writes) / a.seconds;
+    const double cpu_ms_a =
+        a.writes ? static_cast<double>(a.ticks) * 1e3 / hz / static_cast<double>(a.writes) : NAN;
+    const double cpu_ms_b =
+        b.writes ? static_cast<double>(b.ticks) * 1e3 / hz / static_cast<double>(b.writes) : NAN;
+    const std::size_t na = lat_a.size(), nb = lat_b.size();
+    const double client_ms_a =
+        a.writes ? static_cast<double>(a.client_ticks) * 1e3 / hz / static_cast<double>(a.writes)
+                 : NAN;
+    const double client_ms_b =
+        b.writes ? static_cast<double>(b.client_ticks) * 1e3 / hz / static_cast<double>(b.writes)
+                 : NAN;
+    const double a50 = pct(lat_a, 0.5), a99 = pct(lat_a, 0.99);
+    const double b50 = pct(lat_b, 0.5), b99 = pct(lat_b, 0.99);
+    const double bmax = lat_b.empty() ? NAN : lat_b.back();
+    const double wa50 = pct(wake_a, 0.5), wa99 = pct(wake_a, 0.99);
+    const double wb50 = pct(wake_b, 0.5), wb99 = pct(wake_b, 0.99);
+    std::printf(
+        "RESULT mode=%s n=%d wake_p50_ms=%.2f wake_p99_ms=%.2f loaded_wake_p50_ms=%.2f "
+        "loaded_wake_p99_ms=%.2f tps=%.0f writes_a=%llu picked_a=%zu cpu_ms_per_write=%.3f "
+        "loaded_p50_ms=%.2f loaded_p99_ms=%.2f rate=%.0f writes_b=%llu picked_b=%zu "
+        "p50_ms=%.2f p99_ms=%.2f max_ms=%.2f cpu_ms_per_write_b=%.3f conns_db=%ld conns_all=%ld "
+        "commit_p50_ms=%.2f commit_p99_ms=%.2f loaded_commit_p50_ms=%.2f listeners=%ld "
+        "mem_mib=%.1f mem_db_mib=%.1f server_procs=%d setup_s=%.1f drain_a_s=%.2f drain_b_s=%.2f "
+        "edge_notifies=%lld client_cpu_ms_per_write=%.3f "
+        "client_cpu_ms_per_write_b=%.3f other_cpu_pct=%.0f\n",
+        o.mode_name.c_str(), o.gateways, wb50, wb99, wa50, wa99, tps,
+        static_cast<unsigned long long>(a.writes), na, cpu_ms_a, a50, a99, o.rate,
+        static_cast<unsigned long long>(b.writes), nb, b50, b99, bmax, cpu_ms_b, conns, all_conns,
+        b.commit_p50, b.commit_p99, a.commit_p50, listeners, static_cast<double>(pss_all) / 1024.0,
+        static_cast<double>(pss_db) / 1024.0, nproc_all + 1, setup_s, drain_a, drain_b, notified,
+        client_ms_a, client_ms_b, other_pct);
+    (void)after_a;
+    (void)after_b;
+    std::fflush(stdout);
+    // The hosts are not wound down one by one: the process ends and every socket with it; the
+    // next point (or run.sh) drops the database WITH (FORCE).
+    std::_Exit(0);
+}
