@@ -297,6 +297,7 @@ net::awaitable<void> db_pool::tx::commit() {
         pending_ = false;
         co_return;
     }
+    if (!open_) co_return;  // query_and_commit ended it already
     co_await conn_->async_exec("COMMIT");
     open_ = false;
 }
