@@ -524,11 +524,10 @@ net::awaitable<response> gateway::login(request r) {
     svc.workspace_id = ws ? ws->id : "";
     svc.workspace_url = ws ? database_of(*ws) : "";
     auto t = co_await db_->begin(svc);
-    auto row = co_await t.query(
+    auto row = co_await t.query_and_commit(
         "SELECT id::text, tenant_id::text, email, password_hash, disabled, is_operator "
         "FROM public.app_users WHERE lower(email) = $1",
         account);
-    co_await t.commit();
     const bool found = !row.empty();
     const std::string hash = found ? row.get<std::string>(0, "password_hash") : dummy_hash_;
     const bool ok = co_await verify_password(hash, password);
@@ -563,8 +562,8 @@ net::awaitable<response> gateway::login(request r) {
     const auto token = crypto::jwt_sign_hs256(
         c.str(), ws ? crypto::workspace_session_key(cfg_.jwt_secret, ws->id) : cfg_.jwt_secret);
     auto t2 = co_await db_->begin(svc);
-    co_await t2.query("UPDATE public.app_users SET last_login_at = now() WHERE id = $1", user_id);
-    co_await t2.commit();
+    co_await t2.query_and_commit("UPDATE public.app_users SET last_login_at = now() WHERE id = $1",
+                                 user_id);
     json_out out;
     out.w.StartObject();
     out.key("user");
@@ -620,11 +619,10 @@ net::awaitable<response> gateway::whoami(request r) {
     auto t = co_await db_->begin(p);
     // The tenant's row as RLS lets the caller see it (null when the tenant is not in the
     // active workspace's database).
-    auto row = co_await t.query(
+    auto row = co_await t.query_and_commit(  // one round trip with the role and claims
         "SELECT public.current_tenant_id()::text AS tenant, (SELECT row_to_json(x) FROM "
         "(SELECT t.id, t.name, t.slug FROM public.tenants t WHERE t.id = "
         "public.current_tenant_id()) x)::text AS tenant_row");
-    co_await t.commit();
     json_out out;
     out.w.StartObject();
     out.kv("userId", p.sub);

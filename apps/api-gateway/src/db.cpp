@@ -2,6 +2,7 @@
 // request, role authenticated + request.jwt.claims, as PostgREST does): the gateway's own
 // database and one pool per workspace whose url is a Postgres DSN.
 #include <algorithm>
+#include <exception>
 
 #include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -113,39 +114,6 @@ std::shared_ptr<db_pool::impl> db_pool::pool_for(const principal& p) {
     return it->second.pool;
 }
 
-db_pool::tx::tx(tx&& o) noexcept
-    : pool_(std::move(o.pool_)), conn_(std::move(o.conn_)), open_(o.open_) {
-    o.open_ = false;
-}
-
-db_pool::tx& db_pool::tx::operator=(tx&& o) noexcept {
-    if (this != &o) {
-        this->~tx();
-        pool_ = std::move(o.pool_);
-        conn_ = std::move(o.conn_);
-        open_ = o.open_;
-        o.open_ = false;
-    }
-    return *this;
-}
-
-db_pool::tx::~tx() {
-    if (!pool_) return;
-    // A transaction left open (the handler threw) cannot be rolled back from a destructor
-    // without waiting: the connection is dropped instead and the pool reconnects.
-    pool_->release(open_ ? slot{} : std::move(conn_));
-    pool_.reset();
-}
-
-net::awaitable<pg::result> db_pool::tx::exec(std::string sql, pg::params p) {
-    co_return co_await conn_->async_exec(std::move(sql), std::move(p));
-}
-
-net::awaitable<void> db_pool::tx::commit() {
-    co_await conn_->async_exec("COMMIT");
-    open_ = false;
-}
-
 namespace {
 
 net::awaitable<slot> connect_slot(std::string dsn) {
@@ -187,58 +155,175 @@ net::awaitable<std::string> rls_bypass_reason(pg::connection& c) {
     co_return r.empty() ? std::string("is unknown") : r.get<std::string>(0, 0);
 }
 
+namespace {
+
+/// A new connection to dsn, checked for a workspace; 502 database_unreachable or
+/// workspace_role_unsafe.
+net::awaitable<slot> open_connection(std::string dsn, std::string workspace_id) {
+    auto [c, failure] = co_await try_connect(dsn);
+    if (!c) {
+        core::log::warn("database unreachable",
+                        {{"workspace_id", workspace_id}, {"error", failure}});
+        throw http_error(502, "database_unreachable",
+                         !workspace_id.empty() ? "the active workspace's database is unreachable"
+                                               : "the database is unreachable");
+    }
+    if (!workspace_id.empty()) {
+        // A workspace's DSN must not escape row-level security: checked on every new
+        // connection, so a registry edited by hand or a role altered later is caught too.
+        auto reason = co_await rls_bypass_reason(*c);
+        if (!reason.empty()) {
+            core::log::error("workspace role bypasses row-level security",
+                             {{"workspace_id", workspace_id}, {"role", reason}});
+            throw http_error(502, "workspace_role_unsafe",
+                             "the active workspace's database role " + reason +
+                                 "; an operator must register it with the api role");
+        }
+    }
+    co_return c;
+}
+
+}  // namespace
+
+db_pool::tx::tx(tx&& o) noexcept
+    : pool_(std::move(o.pool_)),
+      conn_(std::move(o.conn_)),
+      open_(o.open_),
+      pending_(o.pending_),
+      pooled_(o.pooled_),
+      workspace_id_(std::move(o.workspace_id_)),
+      setup_(std::move(o.setup_)) {
+    o.open_ = false;
+    o.pending_ = false;
+}
+
+db_pool::tx& db_pool::tx::operator=(tx&& o) noexcept {
+    if (this != &o) {
+        if (pool_) pool_->release(open_ ? slot{} : std::move(conn_));  // as ~tx does
+        pool_ = std::move(o.pool_);
+        conn_ = std::move(o.conn_);
+        open_ = o.open_;
+        pending_ = o.pending_;
+        pooled_ = o.pooled_;
+        workspace_id_ = std::move(o.workspace_id_);
+        setup_ = std::move(o.setup_);
+        o.open_ = false;
+        o.pending_ = false;
+    }
+    return *this;
+}
+
+db_pool::tx::~tx() {
+    if (!pool_) return;
+    // A transaction left open (the handler threw) cannot be rolled back from a destructor
+    // without waiting: the connection is dropped instead and the pool reconnects. One that
+    // never sent anything, or whose implicit transaction ended at its Sync, is clean.
+    pool_->release(open_ ? slot{} : std::move(conn_));
+    pool_.reset();
+}
+
+net::awaitable<std::vector<pg::result>> db_pool::tx::send(
+    std::vector<pg::connection::pipelined> statements) {
+    open_ = true;  // until the Sync's answer: a broken connection is dropped, never reused
+    std::size_t done = 0;
+    std::exception_ptr sql_failure;
+    try {
+        // A copy: the same statements go again on a fresh connection if this one was stale.
+        // (A named local, not a temporary inside the co_await: GCC 12 destroys such a
+        // temporary twice.)
+        std::vector<pg::connection::pipelined> first;
+        if (pooled_)
+            first = statements;
+        else
+            first = std::move(statements);
+        auto r = co_await conn_->async_pipeline(std::move(first), &done);
+        co_return r;
+    } catch (const pg::sql_error&) {
+        sql_failure = std::current_exception();
+    } catch (const pg::connection_error&) {
+        // Idle in the pool, broken since (server restart, terminated backend), and the server
+        // finished none of the statements: nothing ran, so the pipeline is sent again once.
+        if (!pooled_ || done > 0) throw;
+    }
+    if (sql_failure) std::rethrow_exception(sql_failure);
+    pooled_ = false;
+    conn_ = co_await open_connection(pool_->dsn, workspace_id_);
+    co_return co_await conn_->async_pipeline(std::move(statements));
+}
+
+net::awaitable<pg::result> db_pool::tx::exec(std::string sql, pg::params p) {
+    if (!pending_) co_return co_await conn_->async_exec(std::move(sql), std::move(p));
+    // The first statement: BEGIN, role and claims, and it, in one round trip.
+    std::vector<pg::connection::pipelined> v;
+    v.reserve(3);
+    v.push_back({"BEGIN", {}});
+    v.push_back(setup_);
+    v.push_back({std::move(sql), std::move(p)});
+    pending_ = false;
+    auto r = co_await send(std::move(v));
+    pooled_ = false;
+    co_return std::move(r.back());  // open_ stays true until commit()
+}
+
+net::awaitable<pg::result> db_pool::tx::exec_and_commit(std::string sql, pg::params p) {
+    std::vector<pg::connection::pipelined> v;
+    v.reserve(2);
+    if (pending_) {
+        // No BEGIN: the pipeline's Sync commits it, or rolls it back on an error; either way
+        // role and claims end with it and the connection is idle again.
+        pending_ = false;
+        v.push_back(setup_);
+        v.push_back({std::move(sql), std::move(p)});
+        std::exception_ptr sql_failure;
+        try {
+            auto r = co_await send(std::move(v));
+            open_ = false;
+            co_return std::move(r.back());
+        } catch (const pg::sql_error&) {
+            sql_failure = std::current_exception();
+        }
+        open_ = false;  // rolled back at the Sync: the connection is clean
+        std::rethrow_exception(sql_failure);
+    }
+    v.push_back({std::move(sql), std::move(p)});
+    v.push_back({"COMMIT", {}});
+    auto r = co_await conn_->async_pipeline(std::move(v));  // a failure leaves open_: dropped
+    open_ = false;
+    co_return std::move(r.front());
+}
+
+net::awaitable<void> db_pool::tx::commit() {
+    if (pending_) {  // nothing ran: no transaction was ever opened
+        pending_ = false;
+        co_return;
+    }
+    if (!open_) co_return;  // query_and_commit ended it already
+    co_await conn_->async_exec("COMMIT");
+    open_ = false;
+}
+
 net::awaitable<db_pool::tx> db_pool::begin(principal p) {
     auto pool = pool_for(p);
-    const bool workspace = !p.workspace_id.empty();
     tx t;
     t.pool_ = pool;
     slot s = co_await pool->ch.async_receive(net::use_awaitable);
     t.conn_ = std::move(s);  // from here the destructor returns the slot
-    t.open_ = true;          // until BEGIN succeeded a failure gives back an empty slot
-    bool in_tx = false;
+    t.workspace_id_ = p.workspace_id;
     if (t.conn_ && t.conn_->is_open()) {
-        try {
-            co_await t.conn_->async_exec("BEGIN");
-            in_tx = true;
-        } catch (const pg::connection_error&) {
-            // A connection that broke while idle (server restart): one fresh try below.
-            t.conn_ = nullptr;
-        }
+        t.pooled_ = true;  // checked by its first statement (tx::send)
     } else {
         t.conn_ = nullptr;
+        t.conn_ = co_await open_connection(pool->dsn, p.workspace_id);
     }
-    if (!t.conn_) {
-        auto [c, failure] = co_await try_connect(pool->dsn);
-        if (!c) {
-            core::log::warn("database unreachable",
-                            {{"workspace_id", p.workspace_id}, {"error", failure}});
-            throw http_error(502, "database_unreachable",
-                             workspace ? "the active workspace's database is unreachable"
-                                       : "the database is unreachable");
-        }
-        if (workspace) {
-            // A workspace's DSN must not escape row-level security: checked on every new
-            // connection, so a registry edited by hand or a role altered later is caught too.
-            auto reason = co_await rls_bypass_reason(*c);
-            if (!reason.empty()) {
-                core::log::error("workspace role bypasses row-level security",
-                                 {{"workspace_id", p.workspace_id}, {"role", reason}});
-                throw http_error(502, "workspace_role_unsafe",
-                                 "the active workspace's database role " + reason +
-                                     "; an operator must register it with the api role");
-            }
-        }
-        t.conn_ = std::move(c);
-    }
-    if (!in_tx) co_await t.conn_->async_exec("BEGIN");
     if (p.who == principal::kind::service) {
-        co_await t.conn_->async_query("SELECT set_config('role', 'service_role', true)");
+        t.setup_ = {"SELECT set_config('role', 'service_role', true)", {}};
     } else {
-        co_await t.conn_->async_query(
+        t.setup_ = {
             "SELECT set_config('role', 'authenticated', true), "
             "set_config('request.jwt.claims', $1, true)",
-            p.claims_json);
+            {pg::param(std::move(p.claims_json))}};
     }
+    t.pending_ = true;
     co_return t;
 }
 

@@ -340,9 +340,8 @@ net::awaitable<std::optional<std::string>> gateway::own_gateway_id(const princip
     try {
         // The one rule that names a gateway by id or slug (sql/0018, core::gateway).
         auto t = co_await db_->begin(svc);
-        auto r = co_await t.query(core::gateway::kResolveSql, cfg_.gateway_id,
-                                  std::optional<std::string>());
-        co_await t.commit();
+        auto r = co_await t.query_and_commit(core::gateway::kResolveSql, cfg_.gateway_id,
+                                             std::optional<std::string>());
         if (r.size() == 1) found = r.get<std::string>(0, 0);
     } catch (const std::exception&) {
         found.reset();  // no such gateway here, or the database is away: decide by slug
@@ -354,7 +353,7 @@ net::awaitable<std::optional<std::string>> gateway::own_gateway_id(const princip
 
 net::awaitable<agent_home> gateway::locate_agent(principal p, std::string slug) {
     auto t = co_await db_->begin(p);
-    auto rows = co_await t.query(
+    auto rows = co_await t.query_and_commit(
         // The address comes from the gateway runner's heartbeat: a row only daemons write, so
         // no user can point another gateway's traffic (and its bearer tokens) elsewhere.
         "SELECT a.tenant_id::text, a.slug, a.config::text, g.id::text, g.slug, "
@@ -364,7 +363,6 @@ net::awaitable<agent_home> gateway::locate_agent(principal p, std::string slug) 
         "FROM public.agents a LEFT JOIN public.gateways g "
         "ON g.tenant_id = a.tenant_id AND g.id = a.gateway_id WHERE a.slug = $1",
         slug);
-    co_await t.commit();
     if (rows.empty()) throw http_error(404, "not_found", "agent not found");
     agent_home a;
     a.tenant_id = rows.get<std::string>(0, 0);

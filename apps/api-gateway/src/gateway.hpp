@@ -169,7 +169,11 @@ public:
     ~db_pool();
     struct impl;  // one database's connections
 
-    /// One request's transaction. Queries run as the principal (RLS) or as service_role.
+    /// One request's transaction. Queries run as the principal (RLS) or as service_role. Nothing
+    /// is sent before the first statement: BEGIN and the transaction-local role and claims
+    /// (set_config(..., true)) travel with it in one libpq pipeline, so a request of n
+    /// statements costs n + 1 round trips (the + 1 is COMMIT), and query_and_commit makes a
+    /// one-statement request one round trip (docs/api-gateway.md, "The request transaction").
     class tx {
     public:
         tx() = default;
@@ -181,19 +185,38 @@ public:
             return exec(std::move(sql), pg::params{pg::param(std::forward<A>(args))...});
         }
         net::awaitable<pg::result> exec(std::string sql, pg::params p);
+        /// The transaction's last statement and its commit in one round trip. As the first
+        /// statement: role and claims + sql in one pipeline without BEGIN, one implicit
+        /// transaction (an error rolls it back and leaves the connection idle, role and claims
+        /// reset, back in the pool). After other statements: sql + COMMIT pipelined.
+        template <class... A>
+        net::awaitable<pg::result> query_and_commit(std::string sql, A&&... args) {
+            return exec_and_commit(std::move(sql), pg::params{pg::param(std::forward<A>(args))...});
+        }
+        net::awaitable<pg::result> exec_and_commit(std::string sql, pg::params p);
         net::awaitable<void> commit();
 
     private:
         friend class db_pool;
+        /// Sends statements in one pipeline; a connection taken idle from the pool that turns
+        /// out broken before the server finished any of them is replaced once and the
+        /// pipeline sent again (nothing ran).
+        net::awaitable<std::vector<pg::result>> send(
+            std::vector<pg::connection::pipelined> statements);
         std::shared_ptr<impl> pool_;
         std::shared_ptr<pg::connection> conn_;
-        bool open_ = false;
+        bool open_ = false;     // a transaction (or a pipeline) is in flight: a failure drops conn_
+        bool pending_ = false;  // BEGIN, role and claims not sent yet
+        bool pooled_ = false;   // conn_ came idle from the pool (it may have broken since)
+        std::string workspace_id_;
+        pg::connection::pipelined setup_;  // the set_config of role (and claims)
     };
 
-    /// BEGIN; role authenticated + request.jwt.claims (user) or role service_role, on the
-    /// database p names (its workspace's, else the gateway's own). 500 registry_corrupt, 502
-    /// workspace_needs_database_url (a platform URL without its connection string) or 502
-    /// database_unreachable otherwise.
+    /// A transaction as p (role authenticated + request.jwt.claims for a user, role
+    /// service_role for the service), on the database p names (its workspace's, else the
+    /// gateway's own); BEGIN and the settings go with its first statement. 500
+    /// registry_corrupt, 502 workspace_needs_database_url (a platform URL without its
+    /// connection string), 502 database_unreachable or workspace_role_unsafe otherwise.
     net::awaitable<tx> begin(principal p);
 
     /// Closes the workspace pools whose workspace is not in `live` (id -> url) or whose url

@@ -41,7 +41,7 @@ net::awaitable<response> gateway::skills_get(request r) {
     auto tenant = tenant_header(r);
     auto t = co_await db_->begin(p);
     auto [tid, agent] = co_await find_agent(t, r.param("slug"), tenant);
-    auto rows = co_await t.query(
+    auto rows = co_await t.query_and_commit(
         "SELECT coalesce(json_agg(json_build_object('id', k.id, 'title', k.title, 'kind', k.kind, "
         "'scope', k.scope, 'plain_text', k.plain_text, 'created_at', k.created_at, "
         "'updated_at', k.updated_at, 'version', (SELECT max(v.version) FROM "
@@ -50,7 +50,6 @@ net::awaitable<response> gateway::skills_get(request r) {
         "WHERE k.tenant_id = $1 AND k.agent_id = $2 AND k.kind = 'skill' AND k.scope = 'agent' "
         "AND k.archived_at IS NULL",
         tid, agent);
-    co_await t.commit();
     co_return response::json(200, rows.get<std::string>(0, 0));
 }
 
@@ -61,7 +60,7 @@ net::awaitable<response> gateway::skill_versions(request r) {
     if (!core::is_valid_uuid(id)) throw http_error(404, "not_found", "skill not found");
     auto t = co_await db_->begin(p);
     auto [tid, agent] = co_await find_agent(t, r.param("slug"), tenant);
-    auto rows = co_await t.query(
+    auto rows = co_await t.query_and_commit(
         "SELECT (SELECT coalesce(json_agg(json_build_object('version', v.version, 'title', "
         "v.title, 'plain_text', v.plain_text, 'reason', v.reason, 'changed_by', v.changed_by, "
         "'changed_at', v.changed_at) ORDER BY v.version DESC), '[]') FROM "
@@ -69,7 +68,6 @@ net::awaitable<response> gateway::skill_versions(request r) {
         "FROM public.knowledge_items k WHERE k.id = $1 AND k.tenant_id = $2 AND k.agent_id = $3 "
         "AND k.kind = 'skill'",
         id, tid, agent);
-    co_await t.commit();
     if (rows.empty()) throw http_error(404, "not_found", "skill not found");
     co_return response::json(200, rows.get<std::string>(0, 0));
 }
@@ -121,11 +119,10 @@ net::awaitable<response> gateway::skills_post(request r) {
         if (row.empty()) throw http_error(404, "not_found", "no such skill of this agent");
         id = row.get<std::string>(0, 0);
     }
-    auto v = co_await t.query(
+    auto v = co_await t.query_and_commit(
         "SELECT coalesce(max(version), 0) FROM public.knowledge_item_versions "
         "WHERE knowledge_item_id = $1",
         id);
-    co_await t.commit();
     json_out o;
     o.w.StartObject();
     o.kv("id", id);

@@ -256,12 +256,11 @@ struct stored_connection {
 net::awaitable<stored_connection> load_connection(db_pool& db, principal p, std::string id,
                                                   std::string key) {
     auto t = co_await db.begin(p);
-    auto row = co_await t.query(
+    auto row = co_await t.query_and_commit(
         "SELECT c.provider, coalesce(c.config->>'connector', c.provider) AS connector, c.status, "
         "(SELECT s.encrypted_value FROM public.secrets s WHERE s.id = c.secret_id) AS value "
         "FROM public.source_connections c WHERE c.id = $1::uuid",
         id);
-    co_await t.commit();
     if (row.empty()) throw http_error(404, "not_found", "source connection not found");
     stored_connection out;
     out.id = id;
@@ -273,11 +272,10 @@ net::awaitable<stored_connection> load_connection(db_pool& db, principal p, std:
         // Fall back to the runner's naming (a connection whose secret_id was not recorded).
         auto t2 = co_await db.begin(p);
         const auto name = secret_name(out.provider, id);
-        auto by_key = co_await t2.query(
+        auto by_key = co_await t2.query_and_commit(
             "SELECT encrypted_value FROM public.secrets WHERE agent_id IS NULL AND key = $1 "
             "ORDER BY updated_at DESC LIMIT 1",
             name);
-        co_await t2.commit();
         if (!by_key.empty()) value = by_key.get<std::string>(0, 0);
     }
     if (!value) {

@@ -436,6 +436,90 @@ net::awaitable<result> connection::async_finish() {
     co_return last;
 }
 
+net::awaitable<std::vector<result>> connection::async_pipeline(std::vector<pipelined> statements,
+                                                               std::size_t* completed) {
+    if (!conn_) throw connection_error("query on a closed connection");
+    if (completed) *completed = 0;
+    PGconn* c = conn_.get();
+    if (PQenterPipelineMode(c) == 0) throw_connection_error("cannot enter pipeline mode");
+    for (const auto& st : statements) {
+        param_arrays a(st.p);
+        if (PQsendQueryParams(c, st.sql.c_str(), a.count(), nullptr, a.values.data(), nullptr,
+                              nullptr, 0) == 0) {
+            throw_connection_error("cannot send query");
+        }
+    }
+    if (PQpipelineSync(c) == 0) throw_connection_error("cannot send query");
+    auto ex = co_await net::this_coro::executor;
+    for (;;) {  // flush, as async_finish does
+        const int f = PQflush(c);
+        if (f == 0) break;
+        if (f < 0) throw_connection_error("cannot send query");
+        co_await socket(ex).async_wait(net::posix::stream_descriptor::wait_write,
+                                       net::use_awaitable);
+        if (PQconsumeInput(c) == 0) throw_connection_error("connection lost");
+    }
+    // Each statement's results end with a null PGresult; the Sync's is PGRES_PIPELINE_SYNC.
+    std::vector<result> out(statements.size());
+    std::optional<result> first_error;
+    std::size_t at = 0;
+    for (;;) {
+        while (PQisBusy(c) == 1) {
+            boost::system::error_code ec;
+            co_await socket(ex).async_wait(net::posix::stream_descriptor::wait_read,
+                                           net::redirect_error(net::use_awaitable, ec));
+            if (ec == net::error::operation_aborted) {
+                release_socket();  // cancelled mid-pipeline: the protocol state is unknown
+                conn_.reset();
+                throw boost::system::system_error(ec);
+            }
+            if (PQconsumeInput(c) == 0) throw_connection_error("connection lost");
+        }
+        PGresult* raw = PQgetResult(c);
+        if (!raw) {
+            if (PQstatus(c) != CONNECTION_OK || ++at > statements.size()) {
+                throw_connection_error("connection lost");
+            }
+            continue;
+        }
+        const auto st = PQresultStatus(raw);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(raw);
+            break;
+        }
+        if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) {
+            if (!first_error)
+                first_error.emplace(raw);
+            else
+                PQclear(raw);
+            if (PQstatus(c) != CONNECTION_OK) throw_connection_error("connection lost");
+        } else if (st == PGRES_PIPELINE_ABORTED) {
+            PQclear(raw);  // skipped after an earlier statement's error
+        } else if (at < out.size()) {
+            out[at] = result(raw);
+            if (completed) ++*completed;
+        } else {
+            PQclear(raw);
+        }
+    }
+    if (PQexitPipelineMode(c) == 0 || PQstatus(c) != CONNECTION_OK) {
+        throw_connection_error("connection lost");
+    }
+    if (first_error) {
+        result keep = *first_error;  // alive while the typed error is built
+        PGresult* raw = keep.native();
+        const char* state = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
+        const auto field = [raw](int code) {
+            const char* s = PQresultErrorField(raw, code);
+            return std::string(s ? s : "");
+        };
+        if (!state) throw_connection_error("query failed");
+        throw_for_sqlstate(state, field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
+                           field(PG_DIAG_MESSAGE_HINT));
+    }
+    co_return out;
+}
+
 std::vector<notification> connection::drain_notifications() {
     std::vector<notification> out;
     if (!conn_) throw connection_error("notifications on a closed connection");

@@ -270,6 +270,22 @@ public:
     /// Statements prepared on this connection so far.
     std::size_t prepared_count() const noexcept { return prepared_.size(); }
 
+    /// One statement of a pipeline (async_pipeline).
+    struct pipelined {
+        std::string sql;
+        params p;
+    };
+    /// Sends the statements in one libpq pipeline closed by one Sync: one round trip for all
+    /// of them. Without a BEGIN among them they run as one implicit transaction, committed at
+    /// the Sync, rolled back as a whole when one fails (the later ones are then skipped), so
+    /// set_config(..., true) lasts exactly until the Sync. Returns each statement's result in
+    /// order; throws the first statement error once everything up to the Sync was read (the
+    /// connection is then idle and usable), or connection_error. `completed`, when given,
+    /// counts the statements whose results arrived: 0 after a connection_error means the
+    /// server ran none of them to the end.
+    net::awaitable<std::vector<result>> async_pipeline(std::vector<pipelined> statements,
+                                                       std::size_t* completed = nullptr);
+
     /// Reads what the socket has and returns the notifications received, in order.
     /// Throws connection_error when the connection broke.
     std::vector<notification> drain_notifications();
