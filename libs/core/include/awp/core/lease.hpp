@@ -197,11 +197,8 @@ public:
         wake_.set();
         slot_.set();
     }
-    bool stopping() const noexcept { return stopping_; }
     std::size_t in_flight() const noexcept { return in_flight_; }
     std::uint64_t handled() const noexcept { return handled_; }
-    /// The listener has reached LISTEN at least once (false without channels).
-    bool listening() const noexcept { return listener_ && listener_->connects() > 0; }
 
     net::awaitable<void> run() {
         if (!opts_.listen.channels.empty()) start_listener();
