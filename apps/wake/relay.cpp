@@ -2,7 +2,6 @@
 #include "relay.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 
 #include <boost/asio/as_tuple.hpp>
@@ -180,28 +179,6 @@ std::string error_json(std::string_view code, std::string_view message) {
     return "{\"error\":\"" + std::string(code) + "\",\"message\":\"" + std::string(message) + "\"}";
 }
 
-// "Basic base64(user:password)" -> user, password; nullopt for anything else.
-std::optional<std::pair<std::string, std::string>> basic_credentials(std::string_view header) {
-    constexpr std::string_view kBasic = "Basic ";
-    if (header.size() <= kBasic.size() || header.size() > 1024) return std::nullopt;
-    if (!std::equal(kBasic.begin(), kBasic.end(), header.begin(), [](char a, char b) {
-            return std::tolower(static_cast<unsigned char>(a)) ==
-                   std::tolower(static_cast<unsigned char>(b));
-        })) {
-        return std::nullopt;
-    }
-    std::string decoded;
-    try {
-        decoded = core::crypto::base64_decode(header.substr(kBasic.size()));
-    } catch (const core::error&) {
-        return std::nullopt;
-    }
-    const auto colon = decoded.find(':');
-    if (colon == std::string::npos || colon == 0) return std::nullopt;
-    if (decoded.find('\0') != std::string::npos) return std::nullopt;
-    return std::make_pair(decoded.substr(0, colon), decoded.substr(colon + 1));
-}
-
 }  // namespace
 
 net::awaitable<void> relay::serve(tcp::socket socket) {
@@ -241,11 +218,12 @@ net::awaitable<void> relay::serve(tcp::socket socket) {
         co_return;
     }
     // GET /v1/wake: the host's own login decides which gateway's wake-ups it gets.
-    const auto creds = basic_credentials(std::string_view(req[bhttp::field::authorization].data(),
-                                                          req[bhttp::field::authorization].size()));
+    const auto creds = core::wake::parse_basic_credentials(std::string_view(
+        req[bhttp::field::authorization].data(), req[bhttp::field::authorization].size()));
     unsigned status = 401;
     std::optional<std::string> gateway_id;
-    if (creds && !stopping_) gateway_id = co_await check_login(creds->first, creds->second, status);
+    if (creds && !stopping_)
+        gateway_id = co_await check_login(creds->user, creds->password, status);
     if (!gateway_id) {
         if (status == 401 || status == 403) {
             net::steady_timer pause(conn.get_executor(), kRefusalPause);

@@ -66,3 +66,21 @@ TEST_CASE("wake: lines round-trip and anything else is refused", "[wake][protoco
     CHECK_FALSE(wake::parse_notify_payload(std::string("ready ") + kGw));
     CHECK(wake::parse_notify_payload(channels::secrets(kGw) + " " + kId));
 }
+
+TEST_CASE("wake: the relay reads Basic credentials and nothing else",
+          "[wake][protocol][security]") {
+    const auto c = wake::parse_basic_credentials("Basic YXdwX2d3X3g6czNjcjp0");  // awp_gw_x:s3cr:t
+    REQUIRE(c);
+    CHECK(c->user == "awp_gw_x");
+    CHECK(c->password == "s3cr:t");  // a password may hold ':'
+    CHECK(wake::parse_basic_credentials("basic YXdwX2d3X3g6czNjcjp0"));
+    for (const std::string& bad :
+         {std::string(""), std::string("Basic "), std::string("Bearer YXdwX2d3X3g6czNjcjp0"),
+          std::string("Basic !!!"), std::string("Basic OnBhc3M="),  // ":pass": no user
+          std::string("Basic dXNlcg=="),                            // "user": no colon
+          std::string("Basic dQB4OnA="),                            // "u\0x:p"
+          "Basic " + std::string(2000, 'A')}) {
+        INFO(bad);
+        CHECK_FALSE(wake::parse_basic_credentials(bad));
+    }
+}
