@@ -52,6 +52,10 @@ if f"http://127.0.0.1:{wake_env.get('WAKE_PORT', '8095')}/healthz" not in (servi
 if not any(str(p.get("target") if isinstance(p, dict) else p).split("/")[0].split(":")[-1] == wake_env.get("WAKE_PORT", "8095")
            for p in services["awp-wake"].get("ports") or []):
     bad("awp-wake: WAKE_PORT is not published")
+nofile = (services["awp-wake"].get("ulimits") or {}).get("nofile")
+soft = nofile.get("soft") if isinstance(nofile, dict) else nofile
+if not isinstance(soft, int) or soft <= int(wake_env.get("WAKE_MAX_STREAMS", 20000)):
+    bad(f"awp-wake: nofile limit {soft} holds fewer sockets than WAKE_MAX_STREAMS")
 if not services["postgres"]["image"].startswith("pgvector/pgvector:pg15"): bad("postgres is not pgvector/pgvector:pg15")
 migrate_cmd = " ".join(services["migrate"]["command"])
 if "awpctl migrate &&" not in migrate_cmd or "awpctl gateway credential" not in migrate_cmd:

@@ -100,6 +100,11 @@ has "$units/system/awp-command-runner.service" "Environment=RUNTIME_MODE=service
 # The runner's service_manager mode runs `systemctl --user restart awp-inbox-dispatcher`.
 [[ -f $units/user/awp-inbox-dispatcher.service ]] || bad "no user unit awp-inbox-dispatcher"
 
+# The relay holds a socket per stream: its file limit is above WAKE_MAX_STREAMS (20000).
+for mode in system user; do
+  nofile=$(value_of "$units/$mode/awp-wake.service" LimitNOFILE)
+  [[ $nofile =~ ^[0-9]+$ ]] && ((nofile > 20000)) || bad "$mode/awp-wake: LimitNOFILE=$nofile holds fewer than WAKE_MAX_STREAMS sockets"
+done
 # The relay is no gateway's daemon: it never reads the gateway's login.
 grep -q '/awp/gateway.env' "$units/system/awp-wake.service" && bad "awp-wake reads the gateway's login"
 
