@@ -293,7 +293,11 @@ fi
 if ((update)); then
   # --no-block: the runner that runs this (update_gateway) is restarted after it answers.
   units=()
-  for d in "${daemons[@]}" "${optional[@]}"; do units+=("$d.service"); done
+  for d in "${daemons[@]}"; do units+=("$d.service"); done
+  # try-restart fails on a unit systemd does not know: only the optional units installed here.
+  for d in "${optional[@]}"; do
+    if [[ -f ${packaged:-$unit_dir}/$d.service ]]; then units+=("$d.service"); fi
+  done
   "${systemctl[@]}" --no-block try-restart "${units[@]}"
   say "updated: units rendered again, settings kept, running daemons restarting"
   exit 0
