@@ -52,7 +52,9 @@ net::awaitable<std::string> listener::connect_and_serve(net::any_io_executor ex,
                                                         pg::backoff& backoff) {
     // Returns why the connection ended; connection errors never escape the listener.
     try {
-        pg::connection conn = co_await pg::connection::async_connect(opts_.dsn);
+        // A LISTEN session only waits: keepalives notice a server that vanished without a word.
+        pg::connection conn =
+            co_await pg::connection::async_connect(pg::dsn_with_keepalives(opts_.dsn));
         if (stopping_) co_return std::string();
         for (const auto& ch : opts_.channels) {
             co_await conn.async_exec("LISTEN " + conn.quote_identifier(ch));

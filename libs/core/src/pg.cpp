@@ -1,6 +1,7 @@
 // libpq wrapper: typed results, SQLSTATE-typed errors, async queries on the connection socket.
 #include "awp/core/pg.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -688,7 +689,13 @@ login dsn_login(const std::string& dsn) {
     return l;
 }
 
-std::string dsn_with_login(const std::string& dsn, const login& l) {
+namespace {
+
+// `dsn` as a key=value string: `over` replaces what the DSN says, `under` fills what it leaves
+// unset.
+std::string rewrite_dsn(const std::string& dsn,
+                        const std::vector<std::pair<std::string, std::string>>& over,
+                        const std::vector<std::pair<std::string, std::string>>& under) {
     char* err = nullptr;
     PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
     if (!opts) {
@@ -696,15 +703,52 @@ std::string dsn_with_login(const std::string& dsn, const login& l) {
         if (err) PQfreemem(err);
         throw config_error("bad database connection string: " + why);
     }
+    auto named = [](const auto& list, std::string_view k) {
+        for (const auto& kv : list)
+            if (kv.first == k) return true;
+        return false;
+    };
     std::string out;
+    std::vector<std::string> set;
     for (PQconninfoOption* o = opts; o->keyword; ++o) {
         const std::string_view k(o->keyword);
-        if (k == "user" || k == "password" || !o->val) continue;
+        if (!o->val || named(over, k)) continue;
         out += std::string(k) + "=" + conninfo_quote(o->val) + " ";
+        set.emplace_back(k);
     }
     PQconninfoFree(opts);
-    out += "user=" + conninfo_quote(l.user) + " password=" + conninfo_quote(l.password);
+    for (const auto& [k, v] : under) {
+        if (std::find(set.begin(), set.end(), k) == set.end() && !named(over, k)) {
+            out += k + "=" + conninfo_quote(v) + " ";
+        }
+    }
+    for (const auto& [k, v] : over) out += k + "=" + conninfo_quote(v) + " ";
+    if (!out.empty()) out.pop_back();
     return out;
+}
+
+bool dsn_parses(const std::string& dsn) {
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+    if (err) PQfreemem(err);
+    if (!opts) return false;
+    PQconninfoFree(opts);
+    return true;
+}
+
+}  // namespace
+
+std::string dsn_with_login(const std::string& dsn, const login& l) {
+    return rewrite_dsn(dsn, {{"user", l.user}, {"password", l.password}}, {});
+}
+
+std::string dsn_with_keepalives(const std::string& dsn) {
+    if (!dsn_parses(dsn)) return dsn;  // libpq says what is wrong with it, as it did before
+    return rewrite_dsn(dsn, {},
+                       {{"keepalives", "1"},
+                        {"keepalives_idle", "30"},
+                        {"keepalives_interval", "10"},
+                        {"keepalives_count", "3"}});
 }
 
 }  // namespace awp::core::pg

@@ -385,6 +385,10 @@ struct login {
 /// `dsn` (a URL or key=value string) as a key=value string whose user and password are `l`'s.
 /// Throws config_error when `dsn` does not parse.
 [[nodiscard]] std::string dsn_with_login(const std::string& dsn, const login& l);
+/// `dsn` with TCP keepalives (30 s idle, then 3 probes 10 s apart) unless it sets its own: a
+/// session that only waits (LISTEN) notices a silently dead server within about a minute instead
+/// of the kernel's two hours. A `dsn` that does not parse is returned as it is (libpq reports it).
+[[nodiscard]] std::string dsn_with_keepalives(const std::string& dsn);
 
 /// Runs fn(conn) inside BEGIN/COMMIT on an async connection; ROLLBACK when fn throws.
 template <class F>
