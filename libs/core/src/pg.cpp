@@ -39,6 +39,16 @@ void on_notice(void*, const char* message) {
     }
 }
 
+// AWP_PG_PREPARED=named: async_exec_prepared uses named protocol-level statements (the old
+// path), else unnamed ones (PQsendQueryParams). A switch for the benchmark's comparison.
+bool named_statements() {
+    static const bool named = [] {
+        const char* v = std::getenv("AWP_PG_PREPARED");
+        return v && std::string_view(v) == "named";
+    }();
+    return named;
+}
+
 bool is_connection_sqlstate(std::string_view state) {
     // 08: connection exception; 57P01-57P03: admin/crash shutdown, cannot connect now.
     return state.starts_with("08") || state == "57P01" || state == "57P02" || state == "57P03";
@@ -350,6 +360,7 @@ net::awaitable<result> connection::async_exec(std::string sql, params p) {
 
 net::awaitable<result> connection::async_exec_prepared(std::string sql, params p) {
     if (!conn_) throw connection_error("query on a closed connection");
+    if (!named_statements()) co_return co_await async_exec(std::move(sql), std::move(p));
     param_arrays a(p);
     for (int attempt = 0;; ++attempt) {
         auto it = prepared_.find(sql);
