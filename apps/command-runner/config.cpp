@@ -52,6 +52,7 @@ runner_config default_config() {
 void add_options(core::daemon::cli& cli, runner_config& cfg, core::daemon::common_config& common,
                  option_text& args) {
     cli.add_common(common);
+    cli.add_wake(common);
     auto& app = cli.app();
     app.add_option("--gateway", cfg.gateway_slug, "This gateway's id or slug")
         ->envname("GATEWAY_ID");
@@ -166,6 +167,7 @@ std::optional<int> finish_config(runner_config& cfg, const core::daemon::common_
         return core::daemon::kExitConfig;
     }
     cfg.database_url = common.database_url;
+    cfg.wake = common.wake;
     cfg.instance = common.instance;
     cfg.safety_poll_s = common.safety_poll_s;
     cfg.drain_timeout_s = common.drain_timeout_s;

@@ -25,6 +25,7 @@ std::string normalize_api_url(std::string url);
 
 struct runner_config {
     std::string database_url;
+    core::daemon::wake_options wake;  // WAKE_DATABASE_URL, WAKE_URL, WAKE_CA_FILE
     std::string gateway_slug;   // GATEWAY_ID: this gateway's id or slug (resolved once)
     std::string gateway_token;  // GATEWAY_TOKEN: first registration (secret)
     std::string gateway_label;  // label given to consume_gateway_token

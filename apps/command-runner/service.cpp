@@ -13,6 +13,7 @@
 #include "awp/core/channels.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
+#include "awp/http/wake.hpp"
 #include "queue_sql.hpp"
 #include "registration.hpp"
 #include "scrub.hpp"
@@ -96,7 +97,7 @@ net::awaitable<void> runner_service::run() {
     qo.concurrency = 1;
     qo.finish_with_next_lease = true;  // sql/0015: one transaction per command
     qo.retry = transition_retry();
-    qo.listen.dsn = cfg_.database_url;
+    http::use_wake_source(qo.listen, cfg_.wake, cfg_.database_url);
     qo.listen.channels = {commands_channel, secrets_channel};
     qo.listen.safety_poll = std::chrono::milliseconds(static_cast<long>(cfg_.safety_poll_s * 1000));
     qo.listen.name = "runner-listen";

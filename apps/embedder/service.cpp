@@ -164,7 +164,7 @@ net::awaitable<void> service::run() {
         qo.retry.first = 500ms;
         qo.retry.cap = 10s;
         qo.retry.finish_for = std::chrono::seconds(cfg_.lease_seconds);
-        qo.listen.dsn = cfg_.common.database_url;
+        qo.listen.dsn = cfg_.common.wake.listen_dsn(cfg_.common.database_url);
         qo.listen.channels = {std::string(core::channels::kEmbed)};
         qo.listen.safety_poll = cfg_.common.safety_poll();
         qo.listen.name = "embed";

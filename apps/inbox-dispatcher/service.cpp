@@ -17,6 +17,7 @@
 #include "awp/core/heartbeat.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
+#include "awp/http/wake.hpp"
 
 namespace awp::dispatcher {
 
@@ -111,7 +112,7 @@ net::awaitable<void> service::run() {
     qo.retry.cap = 5s;
     // Until the lease would have run out anyway: then the reaper retries the item.
     qo.retry.finish_for = std::chrono::seconds(cfg_.effective_lease_seconds());
-    qo.listen.dsn = cfg_.common.database_url;
+    http::use_wake_source(qo.listen, cfg_.common.wake, cfg_.common.database_url);
     qo.listen.channels = {channel};
     qo.listen.safety_poll = cfg_.common.safety_poll();
     qo.listen.name = "inbox";

@@ -74,6 +74,25 @@ void cli::add_common(common_config& c, bool with_database) {
         ->envname("AWP_INSTANCE");
 }
 
+void cli::add_wake(common_config& c, bool relay) {
+    secret(app_.add_option("--wake-database-url", c.wake.database_url,
+                           "Postgres connection string for LISTEN, a direct session (default: "
+                           "DATABASE_URL; set it when DATABASE_URL is a transaction pooler)")
+               ->envname("WAKE_DATABASE_URL"));
+    if (!relay) return;
+    app_.add_option("--wake-url", c.wake.url,
+                    "Take wake-ups from the awp-wake relay at this http(s) URL instead of LISTEN "
+                    "(the login is DATABASE_URL's)")
+        ->envname("WAKE_URL")
+        ->check([](const std::string& v) -> std::string {
+            if (v.empty() || v.rfind("http://", 0) == 0 || v.rfind("https://", 0) == 0) return {};
+            return "WAKE_URL must be an http:// or https:// URL";
+        });
+    app_.add_option("--wake-ca-file", c.wake.ca_file,
+                    "PEM bundle to trust for an https WAKE_URL (default: the system store)")
+        ->envname("WAKE_CA_FILE");
+}
+
 std::optional<int> cli::parse(int argc, char** argv, common_config* c) {
     try {
         app_.parse(argc, argv);

@@ -1,4 +1,4 @@
-// LISTEN loop on libpq's socket: drain, re-scan, reconnect.
+// LISTEN loop on libpq's socket, or the wake relay's stream: drain, re-scan, reconnect.
 #include "awp/core/notify.hpp"
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/log.hpp"
+#include "awp/core/wake.hpp"
 
 namespace awp::core {
 
@@ -19,10 +20,16 @@ listener::listener(listener_options opts, notify_fn on_notify, rescan_fn on_resc
 void listener::stop() {
     stopping_ = true;
     if (timer_) timer_->cancel();
+    if (poll_timer_) poll_timer_->cancel();
     if (current_) current_->cancel_wait();
+    if (relay_) relay_->cancel();
 }
 
 net::awaitable<void> listener::run() {
+    if (opts_.relay) {
+        co_await run_relay();
+        co_return;
+    }
     auto ex = co_await net::this_coro::executor;
     pg::backoff backoff;
     while (!stopping_) {
@@ -96,6 +103,97 @@ net::awaitable<void> listener::serve(net::any_io_executor ex, pg::connection& co
             if (stopping_) co_return;
             throw pg::connection_error(std::string("listen socket: ") + e.what());
         }
+    }
+}
+
+// The relay: the stream and the safety poll run side by side, so the poll goes on while the
+// relay is away (the database may well be up: a lost wake-up costs at most one poll).
+net::awaitable<void> listener::run_relay() {
+    co_await (relay_connections() && relay_safety_poll());
+    connected_ = false;
+}
+
+net::awaitable<void> listener::relay_connections() {
+    auto ex = co_await net::this_coro::executor;
+    pg::backoff backoff;
+    while (!stopping_) {
+        const std::string failure = co_await relay_serve(backoff);
+        if (stopping_) break;
+        const auto wait = backoff.next();
+        log::warn(connected_ ? "wake relay stream lost, reconnecting"
+                             : "cannot open the wake relay stream, retrying",
+                  {{"listener", opts_.name}, {"error", failure}, {"retry_ms", wait.count()}});
+        connected_ = false;
+        net::steady_timer t(ex, wait);
+        timer_ = &t;
+        boost::system::error_code ec;
+        co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+        timer_ = nullptr;
+    }
+}
+
+net::awaitable<std::string> listener::relay_serve(pg::backoff& backoff) {
+    // Returns why the stream ended; nothing escapes.
+    struct clear_stream {
+        relay_stream*& s;
+        ~clear_stream() { s = nullptr; }
+    } guard{relay_};
+    try {
+        std::unique_ptr<relay_stream> stream = co_await opts_.relay();
+        if (stopping_) co_return std::string();
+        relay_ = stream.get();
+        const auto silence =
+            std::chrono::duration_cast<std::chrono::milliseconds>(wake::kSilenceLimit);
+        const auto first = wake::parse_line(co_await stream->read_line(silence));
+        if (!first || first->what != wake::line::kind::ready) {
+            co_return std::string("the relay's first line is not ready <gateway id>");
+        }
+        connected_ = true;
+        ++connects_;
+        backoff.reset();
+        log::info("listening", {{"listener", opts_.name},
+                                {"relay", true},
+                                {"gateway_id", first->channel},
+                                {"reconnect", connects_ > 1}});
+        // Whatever was inserted while the stream was down is only found by looking.
+        on_rescan_(rescan_reason::connected);
+        while (!stopping_) {
+            const std::string text = co_await stream->read_line(silence);
+            const auto l = wake::parse_line(text);
+            if (!l || l->what == wake::line::kind::ready) {
+                co_return std::string("the relay sent a line outside the protocol");
+            }
+            if (l->what == wake::line::kind::rescan) {
+                on_rescan_(rescan_reason::connected);
+            } else if (l->what == wake::line::kind::wake) {
+                for (const auto& ch : opts_.channels) {
+                    if (ch == l->channel) {
+                        on_notify_(pg::notification{l->channel, l->payload, 0});
+                        break;
+                    }
+                }
+            }
+        }
+        co_return std::string();
+    } catch (const std::exception& e) {
+        co_return std::string(e.what());
+    }
+}
+
+net::awaitable<void> listener::relay_safety_poll() {
+    auto ex = co_await net::this_coro::executor;
+    net::steady_timer t(ex);
+    poll_timer_ = &t;
+    struct clear_timer {
+        net::steady_timer*& t;
+        ~clear_timer() { t = nullptr; }
+    } guard{poll_timer_};
+    while (!stopping_) {
+        t.expires_after(opts_.safety_poll);
+        boost::system::error_code ec;
+        co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+        if (stopping_) break;
+        on_rescan_(rescan_reason::safety_poll);
     }
 }
 

@@ -14,6 +14,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
 
 namespace awp::core::pg {
@@ -656,6 +657,64 @@ std::vector<std::uint16_t> dsn_ports(const std::string& dsn) {
         if (v != 0) out.push_back(static_cast<std::uint16_t>(v));
         start = comma + 1;
     }
+    return out;
+}
+
+namespace {
+
+std::string env_or_empty(const char* name) {
+    const char* v = std::getenv(name);
+    return v ? v : "";
+}
+
+// libpq's conninfo value quoting: single quotes, backslash before ' and \.
+std::string conninfo_quote(std::string_view v) {
+    std::string out = "'";
+    for (const char c : v) {
+        if (c == '\'' || c == '\\') out += '\\';
+        out += c;
+    }
+    out += '\'';
+    return out;
+}
+
+}  // namespace
+
+login dsn_login(const std::string& dsn) {
+    login l;
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+    if (err) PQfreemem(err);
+    if (opts) {
+        for (PQconninfoOption* o = opts; o->keyword; ++o) {
+            if (!o->val) continue;
+            const std::string_view k(o->keyword);
+            if (k == "user") l.user = o->val;
+            if (k == "password") l.password = o->val;
+        }
+        PQconninfoFree(opts);
+    }
+    if (l.user.empty()) l.user = env_or_empty("PGUSER");
+    if (l.password.empty()) l.password = env_or_empty("PGPASSWORD");
+    return l;
+}
+
+std::string dsn_with_login(const std::string& dsn, const login& l) {
+    char* err = nullptr;
+    PQconninfoOption* opts = PQconninfoParse(dsn.c_str(), &err);
+    if (!opts) {
+        std::string why = err ? err : "cannot parse";
+        if (err) PQfreemem(err);
+        throw config_error("bad database connection string: " + why);
+    }
+    std::string out;
+    for (PQconninfoOption* o = opts; o->keyword; ++o) {
+        const std::string_view k(o->keyword);
+        if (k == "user" || k == "password" || !o->val) continue;
+        out += std::string(k) + "=" + conninfo_quote(o->val) + " ";
+    }
+    PQconninfoFree(opts);
+    out += "user=" + conninfo_quote(l.user) + " password=" + conninfo_quote(l.password);
     return out;
 }
 

@@ -2,6 +2,8 @@
 // the whole exchange.
 #include "awp/http/client.hpp"
 
+#include "connection.hpp"
+
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <boost/asio/as_tuple.hpp>
@@ -9,6 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -64,8 +67,6 @@ std::optional<url_parts> parse_url(std::string_view url) {
 }
 
 namespace {
-
-using deadline_type = std::chrono::steady_clock::time_point;
 
 std::chrono::milliseconds left(deadline_type deadline) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
@@ -137,24 +138,24 @@ net::awaitable<response> exchange(Stream& stream, beast::tcp_stream& tcp, client
 
 }  // namespace
 
-net::awaitable<response> fetch(client_request r) {
-    auto u = parse_url(r.url);
-    if (!u) throw upstream_error(upstream_error::kind::protocol, "unsupported URL");
+net::awaitable<connection> open_connection(const client_request& r, const url_parts& u,
+                                           deadline_type deadline) {
     auto ex = co_await net::this_coro::executor;
     tcp::resolver resolver(ex);
-    beast::tcp_stream stream(ex);
-    const auto deadline = std::chrono::steady_clock::now() + r.timeout;
+    connection c;
+    c.tcp = std::make_unique<beast::tcp_stream>(ex);
+    beast::tcp_stream& stream = *c.tcp;
     auto [rec, endpoints] =
-        co_await resolver.async_resolve(u->host, u->port, net::as_tuple(use_awaitable));
+        co_await resolver.async_resolve(u.host, u.port, net::as_tuple(use_awaitable));
     if (rec) {
         throw upstream_error(upstream_error::kind::unreachable,
-                             "cannot resolve " + u->host + ": " + rec.message());
+                             "cannot resolve " + u.host + ": " + rec.message());
     }
     if (r.check) {
         // Every address, before connecting to any: a name that resolves to one public and one
         // internal address is refused, not tried in turn.
         for (const auto& e : endpoints) {
-            r.check(u->host, e.endpoint().address(), e.endpoint().port());
+            r.check(u.host, e.endpoint().address(), e.endpoint().port());
         }
     }
     stream.expires_after(left(deadline));
@@ -165,27 +166,23 @@ net::awaitable<response> fetch(client_request r) {
     }
     if (cec) {
         throw upstream_error(upstream_error::kind::unreachable,
-                             "cannot connect to " + u->host + ":" + u->port + ": " + cec.message());
+                             "cannot connect to " + u.host + ":" + u.port + ": " + cec.message());
     }
-    if (u->scheme == "http") {
-        auto out = co_await exchange(stream, stream, r, *u, deadline);
-        boost::system::error_code ignored;
-        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
-        co_return out;
-    }
-    auto ctx = make_tls_context(r.ca_file);
-    beast::ssl_stream<beast::tcp_stream&> tls(stream, ctx);
+    if (u.scheme == "http") co_return c;
+    c.ctx = std::make_unique<net::ssl::context>(make_tls_context(r.ca_file));
+    c.tls = std::make_unique<beast::ssl_stream<beast::tcp_stream&>>(stream, *c.ctx);
+    auto& tls = *c.tls;
     // The certificate must name the host (OpenSSL's RFC 6125 matching, or the IP address);
     // SNI for names (RFC 6066 leaves IP literals out).
     SSL* ssl = tls.native_handle();
     boost::system::error_code ip_ec;
-    (void)net::ip::make_address(u->host, ip_ec);
+    (void)net::ip::make_address(u.host, ip_ec);
     const bool is_ip = !ip_ec;
-    const int named = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), u->host.c_str())
-                            : SSL_set1_host(ssl, u->host.c_str()) *
+    const int named = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), u.host.c_str())
+                            : SSL_set1_host(ssl, u.host.c_str()) *
                                   static_cast<int>(SSL_ctrl(ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME,
                                                             TLSEXT_NAMETYPE_host_name,
-                                                            const_cast<char*>(u->host.c_str())));
+                                                            const_cast<char*>(u.host.c_str())));
     if (named != 1) {
         throw upstream_error(upstream_error::kind::protocol, "cannot set the TLS server name");
     }
@@ -200,12 +197,27 @@ net::awaitable<response> fetch(client_request r) {
         const long verify = SSL_get_verify_result(tls.native_handle());
         if (verify != X509_V_OK) why = X509_verify_cert_error_string(verify);
         throw upstream_error(upstream_error::kind::unreachable,
-                             "TLS handshake with " + u->host + " failed: " + why);
+                             "TLS handshake with " + u.host + " failed: " + why);
     }
-    auto out = co_await exchange(tls, stream, r, *u, deadline);
+    co_return c;
+}
+
+net::awaitable<response> fetch(client_request r) {
+    auto u = parse_url(r.url);
+    if (!u) throw upstream_error(upstream_error::kind::protocol, "unsupported URL");
+    const auto deadline = std::chrono::steady_clock::now() + r.timeout;
+    connection c = co_await open_connection(r, *u, deadline);
+    beast::tcp_stream& stream = *c.tcp;
+    if (!c.tls) {
+        auto out = co_await exchange(stream, stream, r, *u, deadline);
+        boost::system::error_code ignored;
+        stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+        co_return out;
+    }
+    auto out = co_await exchange(*c.tls, stream, r, *u, deadline);
     // A polite close_notify, bounded: the answer is complete already.
     stream.expires_after(std::chrono::milliseconds(200));
-    auto [sec] = co_await tls.async_shutdown(net::as_tuple(use_awaitable));
+    auto [sec] = co_await c.tls->async_shutdown(net::as_tuple(use_awaitable));
     (void)sec;
     co_return out;
 }

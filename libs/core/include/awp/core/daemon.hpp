@@ -17,6 +17,20 @@ namespace net = boost::asio;
 
 inline constexpr int kExitConfig = 78;  // EX_CONFIG: systemd's RestartPreventExitStatus
 
+/// Where a queue daemon's wake-ups come from (add_wake): direct LISTEN on database_url (else
+/// DATABASE_URL, which may then be a transaction pooler), or the wake relay's stream when url is
+/// set (docs/protocols/wake-relay.md).
+struct wake_options {
+    std::string database_url;  // WAKE_DATABASE_URL
+    std::string url;           // WAKE_URL: http(s)://awp-wake:8095
+    std::string ca_file;       // WAKE_CA_FILE: PEM bundle for an https WAKE_URL
+
+    /// Where LISTEN connects: WAKE_DATABASE_URL, else `database_url` (DATABASE_URL).
+    const std::string& listen_dsn(const std::string& fallback) const noexcept {
+        return database_url.empty() ? fallback : database_url;
+    }
+};
+
 /// Options every daemon has.
 struct common_config {
     std::string database_url;  // DATABASE_URL; empty means libpq's PG* variables
@@ -24,6 +38,7 @@ struct common_config {
     double drain_timeout_s = 20;  // SIGTERM: time allowed to finish in-flight work
     double safety_poll_s = 30;    // re-scan the tables this often even without a NOTIFY
     std::string instance;         // identity in leases and heartbeats (default host:daemon:pid)
+    wake_options wake;            // add_wake
 
     std::chrono::milliseconds drain_timeout() const;
     std::chrono::milliseconds safety_poll() const;
@@ -37,6 +52,9 @@ public:
     CLI::App& app() noexcept { return app_; }
     /// Adds --database-url, --log-level, --drain-timeout, --safety-poll, --instance.
     void add_common(common_config& c, bool with_database = true);
+    /// Adds --wake-database-url and, with `relay`, --wake-url and --wake-ca-file (daemons that
+    /// wait on a queue; the relay carries the per-gateway channels only).
+    void add_wake(common_config& c, bool relay = true);
     /// Marks an option whose value must never be printed.
     CLI::Option* secret(CLI::Option* opt);
     /// Parses; returns an exit code when the program should stop now (0 after --help or

@@ -375,6 +375,17 @@ private:
 /// else PGPORT, else 5432. Empty for a DSN libpq cannot parse.
 [[nodiscard]] std::vector<std::uint16_t> dsn_ports(const std::string& dsn);
 
+/// The login a connection string uses.
+struct login {
+    std::string user;
+    std::string password;
+};
+/// The user and password of `dsn`, else of PGUSER / PGPASSWORD (empty when neither says).
+[[nodiscard]] login dsn_login(const std::string& dsn);
+/// `dsn` (a URL or key=value string) as a key=value string whose user and password are `l`'s.
+/// Throws config_error when `dsn` does not parse.
+[[nodiscard]] std::string dsn_with_login(const std::string& dsn, const login& l);
+
 /// Runs fn(conn) inside BEGIN/COMMIT on an async connection; ROLLBACK when fn throws.
 template <class F>
 net::awaitable<void> async_transaction(connection& c, F fn) {
