@@ -41,7 +41,8 @@ leftovers server_state(const std::string& pooled_dsn) {
 }
 
 // Two sessions, each with its own hot statements, taking turns on the pool's one server
-// connection: named statements (awp_1 on both) would collide there.
+// connection: named statements (awp_1 on both) would collide there, so DATABASE_PREPARED=off
+// must leave none.
 net::awaitable<int> two_sessions(std::string dsn) {
     pg::session a(dsn, "a");
     pg::session b(dsn, "b");
@@ -65,10 +66,19 @@ TEST_CASE("through PgBouncer: hot statements of two clients share one server con
     scoped_database db;
     const auto pooled = awp::test::via_pgbouncer(db.daemon_dsn());
     REQUIRE(pooled != db.daemon_dsn());
+    pg::set_named_statements(false);  // as a daemon with DATABASE_PREPARED=off
     net::io_context ioc;
     auto f = net::co_spawn(ioc, two_sessions(pooled), net::use_future);
     ioc.run();
-    CHECK(f.get() == (101 + 102 + 103) + (1000 + 2000 + 3000));
+    int sum = 0;
+    try {
+        sum = f.get();
+    } catch (...) {
+        pg::set_named_statements(true);
+        throw;
+    }
+    pg::set_named_statements(true);
+    CHECK(sum == (101 + 102 + 103) + (1000 + 2000 + 3000));
     const auto s = server_state(pooled);
     CHECK(s.prepared == 0);
     CHECK(s.user == "awp_daemon");
@@ -86,8 +96,9 @@ TEST_CASE("through PgBouncer: the api-gateway leaves no role, claims or statemen
     for (int i = 0; i < 3; ++i) {
         CHECK(gw.get("/api/auth/session", bearer(token)).status == 200);
         CHECK(gw.get("/api/workspaces", bearer(token)).status == 200);
-        CHECK(gw.get("/api/agents/no-such-agent/skills", bearer(awp::test::kApiServiceKey))
-                  .status == 404);
+        CHECK(
+            gw.get("/api/agents/no-such-agent/skills", bearer(awp::test::kApiServiceKey)).status ==
+            404);
     }
     const auto s = server_state(awp::test::via_pgbouncer(db.api_dsn()));
     CHECK(s.user == "awp_api");

@@ -60,6 +60,10 @@ std::string via_pgbouncer(const std::string& dsn) {
     return out;
 }
 
+std::string as_given_to_daemons(const std::string& dsn) {
+    return through_pgbouncer() ? via_pgbouncer(dsn) : dsn;
+}
+
 void route_through_pgbouncer(std::map<std::string, std::string>& env,
                              const std::vector<std::string>& argv) {
     if (!through_pgbouncer()) return;
@@ -70,6 +74,8 @@ void route_through_pgbouncer(std::map<std::string, std::string>& env,
     if (db != env.end()) {
         if (!env.count("WAKE_DATABASE_URL")) env["WAKE_DATABASE_URL"] = db->second;
         db->second = via_pgbouncer(db->second);
+        // PgBouncer 1.18 in transaction mode cannot carry named prepared statements.
+        if (!env.count("DATABASE_PREPARED")) env["DATABASE_PREPARED"] = "off";
     }
     auto api = env.find("AWP_API_DATABASE_URL");
     if (api != env.end()) api->second = via_pgbouncer(api->second);

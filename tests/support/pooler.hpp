@@ -17,8 +17,13 @@ bool through_pgbouncer();
 /// to the PgBouncer's port; any other DSN unchanged.
 std::string via_pgbouncer(const std::string& dsn);
 
+/// The DSN as a daemon started by the tests gets it: via_pgbouncer(dsn) with
+/// through_pgbouncer(), else dsn.
+std::string as_given_to_daemons(const std::string& dsn);
+
 /// With through_pgbouncer(): DATABASE_URL and AWP_API_DATABASE_URL of a daemon's environment go
-/// through the PgBouncer, and WAKE_DATABASE_URL (when not set) is the direct DATABASE_URL.
+/// through the PgBouncer, WAKE_DATABASE_URL (when not set) is the direct DATABASE_URL and
+/// DATABASE_PREPARED (when not set) is off, as docs/operations.md deploys them.
 /// `awpctl migrate` stays direct (a session advisory lock). Without it: nothing changes.
 void route_through_pgbouncer(std::map<std::string, std::string>& env,
                              const std::vector<std::string>& argv = {});
