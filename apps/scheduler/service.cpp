@@ -119,7 +119,8 @@ net::awaitable<tick_counts> service::run_tick(std::int64_t n) {
     // current tick of another): the tick is ours, so wait for the other to finish.
     co_await c->async_exec("SET LOCAL lock_timeout = '60s'");
     co_await c->async_query("SELECT pg_advisory_xact_lock($1::int, $2::int)", kLockClass, kWorkKey);
-    co_await c->async_exec("DELETE FROM public.scheduler_ticks WHERE ran_at < now() - interval '1 day'");
+    co_await c->async_exec(
+        "DELETE FROM public.scheduler_ticks WHERE ran_at < now() - interval '1 day'");
     out.ran = true;
     struct step {
         const char* name;
