@@ -3,6 +3,8 @@
 # /etc/awp) or as user units of the calling user (--user; settings in ~/.config/awp): renders the
 # units unless a package already installed them, writes the settings files (mode 0600, secrets
 # generated, never overwritten), reloads systemd and enables awp.target. See docs/operations.md.
+# The wake relay awp-wake gets its unit and wake.env too, but awp.target does not want it: on the
+# one host that runs it for many gateway hosts, `systemctl enable --now awp-wake` (docs/wake.md).
 #
 #   install-systemd.sh [--system|--user] [--bindir DIR] [--datadir DIR] [--now] [--no-enable]
 #   install-systemd.sh --render-only DIR [--system|--user] [--bindir DIR] [--datadir DIR]
@@ -18,10 +20,12 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mode=system
 bindir='' datadir='' docdir='' root='' render_only='' now=0 enable=1 update=0 mode_given=0 adopt_only=0
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
+# Rendered and configured like the daemons, started only where an operator enables them.
+optional=(awp-wake)
 
 die() { echo "install-systemd: $*" >&2; exit 2; }
 say() { echo "install-systemd: $*" >&2; }
-usage() { sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 while (($#)); do
   case $1 in
@@ -193,7 +197,7 @@ if [[ -n $packaged ]]; then
   say "using the units installed in $packaged"
 else
   render "$mode" "$unit_dir"
-  say "wrote ${#daemons[@]} units and awp.target to $unit_dir (binaries in $bindir)"
+  say "wrote ${#daemons[@]} units, awp.target and ${optional[*]} (not wanted by the target) to $unit_dir (binaries in $bindir)"
 fi
 
 # 2. The service user (system mode): its home is the state directory, where the agent runtime
@@ -256,11 +260,23 @@ if [[ ! -f $confdir/gateway.env ]]; then
   fi
   mv "$confdir/gateway.env.tmp" "$confdir/gateway.env"
 fi
-for d in "${daemons[@]}"; do
+for d in "${daemons[@]}" "${optional[@]}"; do
   f=$confdir/${d#awp-}.env
   if [[ ! -f $f ]]; then
-    printf "# Settings for %s only, read after awp.env (see: %s --help).\n" "$d" "$d" >"$f"
-    chmod 0600 "$f"
+    printf "# Settings for %s only, read after awp.env (see: %s --help).\n" "$d" "$d" >"$f.tmp"
+    if [[ $d == awp-wake ]]; then
+      cat >>"$f.tmp" <<'WAKE'
+# The wake relay (docs/wake.md): off unless enabled (systemctl enable --now awp-wake), on the one
+# host that serves many gateway hosts. Its DATABASE_URL is a direct session (never a transaction
+# pooler): it only LISTENs on awp_wake and checks the hosts' logins, so any login that connects.
+#DATABASE_URL=postgresql://awp_daemon:CHANGE_ME@127.0.0.1:5432/awp
+# Where the gateway hosts reach it; they set WAKE_URL=http://<this host>:8095 and nothing else.
+#WAKE_BIND=0.0.0.0
+#WAKE_PORT=8095
+WAKE
+    fi
+    chmod 0600 "$f.tmp"
+    mv "$f.tmp" "$f"
   fi
 done
 if [[ $mode == user ]]; then
@@ -278,6 +294,10 @@ if ((update)); then
   # --no-block: the runner that runs this (update_gateway) is restarted after it answers.
   units=()
   for d in "${daemons[@]}"; do units+=("$d.service"); done
+  # try-restart fails on a unit systemd does not know: only the optional units installed here.
+  for d in "${optional[@]}"; do
+    if [[ -f ${packaged:-$unit_dir}/$d.service ]]; then units+=("$d.service"); fi
+  done
   "${systemctl[@]}" --no-block try-restart "${units[@]}"
   say "updated: units rendered again, settings kept, running daemons restarting"
   exit 0

@@ -128,6 +128,8 @@ server_reset_query =
 default_pool_size = $POOL_SIZE
 max_db_connections = $MAX_DB
 max_client_conn = 2000
+; Each login is its own pool: idle server connections give their place back soon.
+server_idle_timeout = 10
 auth_type = scram-sha-256
 auth_file = $DIR/userlist.txt
 auth_user = $AUTH_USER

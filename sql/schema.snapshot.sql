@@ -1095,6 +1095,9 @@ function public.awp_notify_commands()
 function public.awp_notify_embed()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
+function public.awp_notify_gateway(p_channel text, p_payload text)
+  returns void, sql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_notify_inbox()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE

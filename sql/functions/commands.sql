@@ -189,7 +189,7 @@ BEGIN
   IF TG_OP = 'INSERT' THEN
     FOR r IN SELECT n.gateway_id, count(*) AS n, min(n.id::text) AS one_id
                FROM new_rows n WHERE n.status = 'pending' GROUP BY n.gateway_id LOOP
-      PERFORM pg_notify('awp_commands_' || replace(r.gateway_id::text, '-', ''),
+      PERFORM public.awp_notify_gateway('awp_commands_' || replace(r.gateway_id::text, '-', ''),
                         CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
     END LOOP;
   ELSE
@@ -197,7 +197,7 @@ BEGIN
                FROM new_rows n JOIN old_rows o ON o.id = n.id
               WHERE n.status = 'pending' AND (o.status <> 'pending' OR o.gateway_id <> n.gateway_id)
               GROUP BY n.gateway_id LOOP
-      PERFORM pg_notify('awp_commands_' || replace(r.gateway_id::text, '-', ''),
+      PERFORM public.awp_notify_gateway('awp_commands_' || replace(r.gateway_id::text, '-', ''),
                         CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
     END LOOP;
   END IF;
@@ -519,7 +519,7 @@ LANGUAGE plpgsql
 SET search_path = ''
 AS $$
 BEGIN
-  PERFORM pg_notify('awp_commands_' || replace(NEW.gateway_id::text, '-', ''), NEW.id::text);
+  PERFORM public.awp_notify_gateway('awp_commands_' || replace(NEW.gateway_id::text, '-', ''), NEW.id::text);
   RETURN NULL;
 END
 $$;

@@ -192,11 +192,11 @@ DECLARE
 BEGIN
   IF TG_OP = 'INSERT' THEN
     FOR r IN SELECT n.gateway_id, count(*) AS n, min(n.id::text) AS one_id FROM new_rows n GROUP BY n.gateway_id LOOP
-      PERFORM pg_notify('awp_secrets_' || replace(r.gateway_id::text, '-', ''), CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
+      PERFORM public.awp_notify_gateway('awp_secrets_' || replace(r.gateway_id::text, '-', ''), CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
     END LOOP;
   ELSIF TG_OP = 'DELETE' THEN
     FOR r IN SELECT o.gateway_id, count(*) AS n, min(o.id::text) AS one_id FROM old_rows o GROUP BY o.gateway_id LOOP
-      PERFORM pg_notify('awp_secrets_' || replace(r.gateway_id::text, '-', ''), CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
+      PERFORM public.awp_notify_gateway('awp_secrets_' || replace(r.gateway_id::text, '-', ''), CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
     END LOOP;
   ELSE
     FOR r IN
@@ -210,7 +210,7 @@ BEGIN
         UNION SELECT id, old_gateway FROM changed)
       SELECT t.gateway_id, count(*) AS n, min(t.id::text) AS one_id FROM touched t GROUP BY t.gateway_id
     LOOP
-      PERFORM pg_notify('awp_secrets_' || replace(r.gateway_id::text, '-', ''), CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
+      PERFORM public.awp_notify_gateway('awp_secrets_' || replace(r.gateway_id::text, '-', ''), CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
     END LOOP;
   END IF;
   RETURN NULL;

@@ -82,7 +82,7 @@ BEGIN
               WHERE n.gateway_id IS NOT NULL AND n.status IN ('pending', 'failed')
                 AND (n.not_before IS NULL OR n.not_before <= now())
               GROUP BY n.gateway_id LOOP
-      PERFORM pg_notify('awp_inbox_' || replace(r.gateway_id::text, '-', ''),
+      PERFORM public.awp_notify_gateway('awp_inbox_' || replace(r.gateway_id::text, '-', ''),
                         CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
     END LOOP;
   ELSE
@@ -93,7 +93,7 @@ BEGIN
                 AND (o.status NOT IN ('pending', 'failed') OR o.gateway_id IS DISTINCT FROM n.gateway_id
                      OR (o.not_before IS NOT NULL AND o.not_before > now()))
               GROUP BY n.gateway_id LOOP
-      PERFORM pg_notify('awp_inbox_' || replace(r.gateway_id::text, '-', ''),
+      PERFORM public.awp_notify_gateway('awp_inbox_' || replace(r.gateway_id::text, '-', ''),
                         CASE WHEN r.n = 1 THEN r.one_id ELSE '' END);
     END LOOP;
   END IF;
@@ -301,7 +301,7 @@ LANGUAGE plpgsql
 SET search_path = ''
 AS $$
 BEGIN
-  PERFORM pg_notify('awp_inbox_' || replace(NEW.gateway_id::text, '-', ''), NEW.id::text);
+  PERFORM public.awp_notify_gateway('awp_inbox_' || replace(NEW.gateway_id::text, '-', ''), NEW.id::text);
   RETURN NULL;
 END
 $$;
@@ -316,7 +316,7 @@ AS $$
 BEGIN
   IF EXISTS (SELECT 1 FROM public.agent_inbox_items i
               WHERE i.agent_id = NEW.id AND i.status IN ('pending', 'failed')) THEN
-    PERFORM pg_notify('awp_inbox_' || replace(NEW.gateway_id::text, '-', ''), '');
+    PERFORM public.awp_notify_gateway('awp_inbox_' || replace(NEW.gateway_id::text, '-', ''), '');
   END IF;
   RETURN NULL;
 END

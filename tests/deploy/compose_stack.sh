@@ -4,8 +4,9 @@
 # checks, depends_on conditions, stop_grace_period above the drain deadline, init for the
 # daemons that spawn processes); and each service's entry command and health check run on this
 # host from the build, with the service's environment: every daemon accepts it (--print-config)
-# and knows every variable it is given. Profile pgbouncer: the daemons through PgBouncer in
-# transaction mode, LISTEN and the migrations direct.
+# and knows every variable it is given. The wake relay awp-wake is a daemon of the profile "relay"
+# (off by default), held to the same contract. Profile pgbouncer: the daemons through PgBouncer
+# in transaction mode, LISTEN and the migrations direct.
 # Usage: compose_stack.sh <source dir> <build dir>
 set -euo pipefail
 src=$1 build=$2
@@ -40,17 +41,36 @@ failures = []
 def bad(msg): failures.append(msg)
 
 daemons = ["awp-api-gateway", "awp-command-runner", "awp-inbox-dispatcher", "awp-embedder", "awp-scheduler"]
-for name in daemons + ["postgres", "migrate", "agent-runtime"]:
+# Daemons started only with their profile; every check of a daemon applies to them too.
+profile_daemons = {"awp-wake": "relay"}
+for name in daemons + list(profile_daemons) + ["postgres", "migrate", "agent-runtime"]:
     if name not in services: bad(f"service {name} missing")
 if failures:
     print("\n".join("FAIL: " + f for f in failures)); sys.exit(1)
 
+for name in daemons:
+    if services[name].get("profiles"): bad(f"{name}: behind a profile, so not started by default")
+for name, profile in profile_daemons.items():
+    if services[name].get("profiles") != [profile]: bad(f"{name}: not in (only) the profile {profile}")
+# The relay: reachable from the other hosts, healthy only while it LISTENs (GET /healthz 503 else).
+wake_env = {k: str(v) for k, v in (services["awp-wake"].get("environment") or {}).items()}
+if wake_env.get("WAKE_BIND") != "0.0.0.0": bad("awp-wake: WAKE_BIND is not 0.0.0.0")
+if f"http://127.0.0.1:{wake_env.get('WAKE_PORT', '8095')}/healthz" not in (services["awp-wake"].get("healthcheck") or {}).get("test", []):
+    bad("awp-wake: the health check does not ask its /healthz on WAKE_PORT")
+if not any(str(p.get("target") if isinstance(p, dict) else p).split("/")[0].split(":")[-1] == wake_env.get("WAKE_PORT", "8095")
+           for p in services["awp-wake"].get("ports") or []):
+    bad("awp-wake: WAKE_PORT is not published")
+nofile = (services["awp-wake"].get("ulimits") or {}).get("nofile")
+soft = nofile.get("soft") if isinstance(nofile, dict) else nofile
+if not isinstance(soft, int) or soft <= int(wake_env.get("WAKE_MAX_STREAMS", 20000)):
+    bad(f"awp-wake: nofile limit {soft} holds fewer sockets than WAKE_MAX_STREAMS")
 if not services["postgres"]["image"].startswith("pgvector/pgvector:pg15"): bad("postgres is not pgvector/pgvector:pg15")
 migrate_cmd = " ".join(services["migrate"]["command"])
 if "awpctl migrate &&" not in migrate_cmd or "awpctl gateway credential" not in migrate_cmd:
     bad("migrate does not run awpctl migrate, then make the gateway's login")
 # A gateway host's daemons use the gateway's own login; the platform's use theirs.
-for name in daemons:
+all_daemons = daemons + list(profile_daemons)
+for name in all_daemons:
     url = str((services[name].get("environment") or {}).get("DATABASE_URL", ""))
     gateway_daemon = name in ("awp-command-runner", "awp-inbox-dispatcher", "awp-embedder")
     if gateway_daemon and not url.startswith("postgresql://awp_gw_default:"):
@@ -95,6 +115,8 @@ for name in daemons:
         if env.get("DATABASE_PREPARED") != "off": bad(f"{name}: DATABASE_PREPARED is not off through pgbouncer")
     if name in listen_daemons and "@postgres:5432/" not in env.get("WAKE_DATABASE_URL", ""):
         bad(f"{name}: WAKE_DATABASE_URL (LISTEN) is not postgres itself through pgbouncer")
+if "awp-wake" in pooled and "@postgres:5432/" not in str(pooled["awp-wake"]["environment"].get("DATABASE_URL", "")):
+    bad("awp-wake: its DATABASE_URL (LISTEN) is not postgres itself in the profile")
 if "@postgres:5432/" not in str(pooled["migrate"]["environment"].get("DATABASE_URL", "")):
     bad("migrate does not reach postgres itself (a session advisory lock) in the profile")
 settings = dict(re.findall(r"(?m)^\s*([a-z_]+)\s*=[ \t]*(.*?)\s*$", ini.split("[pgbouncer]", 1)[-1]))
@@ -107,7 +129,7 @@ def seconds(text):
     m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", str(text))
     return int(m.group(1) or 0) * 60 + int(m.group(2) or 0) if m else 0
 
-for name in daemons:
+for name in all_daemons:
     s = services[name]
     env = {k: str(v) for k, v in (s.get("environment") or {}).items()}
     if s.get("command", [None])[0] != name: bad(f"{name}: command is not {name}")
@@ -138,7 +160,7 @@ def run(argv, env, timeout=30):
 # Variables a daemon reads besides its options (for docker compose inside the runner, or libpq).
 read_elsewhere = {"COMPOSE_FILE", "DATABASE_URL@awp-api-gateway"}
 checked = 0
-for name in daemons:
+for name in all_daemons:
     s = services[name]
     env = {k: str(v) for k, v in (s.get("environment") or {}).items()}
     rc, out = run(s["command"] + ["--print-config"], env)

@@ -61,7 +61,7 @@ base_pkgs="libc6 libstdc++6 libgcc-s1"
 checked=0
 if command -v objdump >/dev/null && command -v dpkg >/dev/null; then
   ldconfig -p | grep -E 'x86-64|x86_64|aarch64' >"$cfg/ldcache" || true
-  for exe in awpctl awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler; do
+  for exe in awpctl awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler awp-wake; do
     [[ -x $build/bin/$exe ]] || { bad "$build/bin/$exe not built"; continue; }
     for so in $(objdump -p "$build/bin/$exe" | awk '$1=="NEEDED"{print $2}'); do
       path=$(awk -v s="$so" '$1==s && !p{p=$NF} END{print p}' "$cfg/ldcache")

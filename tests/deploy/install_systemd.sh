@@ -19,7 +19,7 @@ fi
 # System mode.
 bash "$script" --system --root "$root/sys" --bindir "$build/bin" 2>"$root/log"
 for u in awp.target awp-api-gateway.service awp-command-runner.service awp-inbox-dispatcher.service \
-         awp-embedder.service awp-scheduler.service; do
+         awp-embedder.service awp-scheduler.service awp-wake.service; do
   [[ -f $root/sys/etc/systemd/system/$u ]] || bad "system: $u not written"
 done
 env=$root/sys/etc/awp/awp.env
@@ -27,6 +27,10 @@ env=$root/sys/etc/awp/awp.env
 [[ $(mode_of "$env") == 600 ]] || bad "system: awp.env mode $(mode_of "$env"), want 600"
 [[ $(mode_of "$root/sys/etc/awp") == 700 ]] || bad "system: /etc/awp mode $(mode_of "$root/sys/etc/awp")"
 [[ $(mode_of "$root/sys/etc/awp/command-runner.env") == 600 ]] || bad "system: command-runner.env not 600"
+# The wake relay: its unit and settings are written, but the target does not start it.
+[[ $(mode_of "$root/sys/etc/awp/wake.env") == 600 ]] || bad "system: wake.env not 600"
+grep -q '^#WAKE_BIND=' "$root/sys/etc/awp/wake.env" || bad "system: wake.env has no example settings"
+grep -q 'awp-wake' "$root/sys/etc/systemd/system/awp.target" && bad "system: awp.target wants awp-wake"
 grep -q '@' <(grep -E '^(JWT_SECRET|SERVICE_ROLE_KEY)=' "$env") && bad "system: secrets left as placeholders"
 grep -qE '^JWT_SECRET=[0-9a-f]{64}$' "$env" || bad "system: JWT_SECRET not generated"
 first=$(grep '^JWT_SECRET=' "$env")
@@ -39,7 +43,7 @@ for u in command-runner inbox-dispatcher embedder; do
   grep -A1 -x 'EnvironmentFile=-%E/awp/gateway.env' "$root/sys/etc/systemd/system/awp-$u.service" \
     | grep -qx "EnvironmentFile=-%E/awp/$u.env" || bad "system: awp-$u does not read gateway.env before $u.env"
 done
-for u in api-gateway scheduler; do
+for u in api-gateway scheduler wake; do
   grep -q '/awp/gateway.env' "$root/sys/etc/systemd/system/awp-$u.service" && bad "system: awp-$u reads the gateway's login"
 done
 

@@ -14,7 +14,7 @@ bad() { echo "FAIL: $*"; fail=1; }
 static_libpq=0
 grep -q '^AWP_LIBPQ_STATIC_BUILD:INTERNAL=ON$' "$build/CMakeCache.txt" && static_libpq=1
 
-programs=(awpctl awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
+programs=(awpctl awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler awp-wake)
 for exe in "${programs[@]}"; do
   bin=$build/bin/$exe
   [[ -x $bin ]] || { bad "$bin not built"; continue; }

@@ -2,17 +2,19 @@
 # The systemd units: systemd-analyze verify passes without a single warning for the system and the
 # user rendering (pointed at this build's binaries), and every unit keeps the operating contract:
 # Type=notify, Restart=on-failure, RestartPreventExitStatus=78, a stop timeout above the drain
-# deadline, the env files, hardening, and writable paths only where the daemon writes.
+# deadline, the env files, hardening, and writable paths only where the daemon writes. The wake
+# relay awp-wake keeps the same contract, but awp.target does not want it (enabled by hand).
 # Usage: systemd_units.sh <source dir> <build dir>
 set -euo pipefail
 src=$1 build=$2
 units=$build/deploy/units-build
 command -v systemd-analyze >/dev/null || { echo "SKIP: systemd-analyze missing (AWP_DEPS=full scripts/install-deps.sh)"; exit 77; }
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
+optional=(awp-wake)
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 
-for d in "${daemons[@]}"; do
+for d in "${daemons[@]}" "${optional[@]}"; do
   [[ -x $build/bin/$d ]] || { echo "FAIL: $build/bin/$d not built (verify needs every ExecStart)"; exit 1; }
 done
 
@@ -32,7 +34,7 @@ out=$(systemd-analyze --user verify "$units"/user/*.service "$units/user/awp.tar
 has() { grep -qxF -- "$2" "$1" || bad "$(basename "$(dirname "$1")")/$(basename "$1") lacks: $2"; }
 value_of() { sed -n "s/^$2=//p" "$1" | tail -n1; }
 for mode in system user; do
-  for d in "${daemons[@]}"; do
+  for d in "${daemons[@]}" "${optional[@]}"; do
     f=$units/$mode/$d.service
     for line in Type=notify Restart=on-failure RestartPreventExitStatus=78 KillMode=mixed \
                 NoNewPrivileges=yes ProtectSystem=strict ProtectHome=read-only PrivateTmp=yes \
@@ -50,10 +52,16 @@ for mode in system user; do
   for d in "${daemons[@]}"; do
     grep -q "^Wants=.*\b$d.service" "$units/$mode/awp.target" || bad "$mode/awp.target does not want $d"
   done
+  # The relay is off by default: the target never pulls it in; once enabled it also starts at
+  # boot on a host that runs only the relay.
+  for d in "${optional[@]}"; do
+    grep -qE "^(Wants|Requires|BindsTo)=.*\b$d\.service" "$units/$mode/awp.target" && bad "$mode/awp.target pulls in $d"
+    has "$units/$mode/$d.service" "WantedBy=$([[ $mode == system ]] && echo multi-user.target || echo default.target)"
+  done
 done
 
 # Writable paths: only the daemons that write get any.
-for d in awp-embedder awp-scheduler; do
+for d in awp-embedder awp-scheduler awp-wake; do
   for mode in system user; do
     grep -qE '^(StateDirectory|ReadWritePaths)=' "$units/$mode/$d.service" && bad "$mode/$d has writable paths"
   done
@@ -72,7 +80,7 @@ for d in awp-command-runner awp-inbox-dispatcher; do
   has "$units/system/$d.service" "CapabilityBoundingSet=CAP_SETUID CAP_SETGID"
   grep -q '^AmbientCapabilities' "$units/user/$d.service" && bad "user/$d asks for capabilities"
 done
-for d in awp-api-gateway awp-embedder awp-scheduler; do
+for d in awp-api-gateway awp-embedder awp-scheduler awp-wake; do
   grep -qE '^(AmbientCapabilities|Environment=AGENT_USER)' "$units/system/$d.service" && bad "system/$d has the agent switch"
 done
 has "$units/system/awp-command-runner.service" "Environment=SECRETS_DIR=/var/lib/awp/secrets"
@@ -92,5 +100,13 @@ has "$units/system/awp-command-runner.service" "Environment=RUNTIME_MODE=service
 # The runner's service_manager mode runs `systemctl --user restart awp-inbox-dispatcher`.
 [[ -f $units/user/awp-inbox-dispatcher.service ]] || bad "no user unit awp-inbox-dispatcher"
 
-((fail == 0)) && echo "systemd units: 12 files verified, contract checked"
+# The relay holds a socket per stream: its file limit is above WAKE_MAX_STREAMS (20000).
+for mode in system user; do
+  nofile=$(value_of "$units/$mode/awp-wake.service" LimitNOFILE)
+  [[ $nofile =~ ^[0-9]+$ ]] && ((nofile > 20000)) || bad "$mode/awp-wake: LimitNOFILE=$nofile holds fewer than WAKE_MAX_STREAMS sockets"
+done
+# The relay is no gateway's daemon: it never reads the gateway's login.
+grep -q '/awp/gateway.env' "$units/system/awp-wake.service" && bad "awp-wake reads the gateway's login"
+
+((fail == 0)) && echo "systemd units: 14 files verified, contract checked"
 exit $fail

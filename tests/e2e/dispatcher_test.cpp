@@ -16,6 +16,7 @@
 
 #include "awp/core/pg.hpp"
 #include "support/child.hpp"
+#include "support/net.hpp"
 #include "support/private_cluster.hpp"
 #include "support/secret_scan.hpp"
 #include "support/test_db.hpp"
@@ -598,4 +599,35 @@ TEST_CASE(
     // Still serving: a plain item wakes its agent.
     const auto plain = w.item(ada, "after-the-flood");
     CHECK(eventually([&] { return w.status(plain) == "done"; }, 20s));
+}
+
+TEST_CASE(
+    "the dispatcher woken through awp-wake: items are picked up by the relay's wake-ups, not "
+    "the safety poll",
+    "[dispatcher][e2e][wake][relay]") {
+    world w;
+    fake_runtime rt;
+    const auto ada = w.agent("ada");
+    const unsigned short port = awp::test::free_port();
+    child relay({std::string(AWP_BIN_DIR) + "/awp-wake"},
+                {{"DATABASE_URL", w.db.daemon_dsn()}, {"WAKE_PORT", std::to_string(port)}});
+    REQUIRE(relay.wait_for_log("\"listening\"", 10s));
+    auto d = w.dispatcher(rt, {{"SAFETY_POLL", "600"},
+                               {"WAKE_URL", "http://127.0.0.1:" + std::to_string(port)},
+                               {"LOG_LEVEL", "info"}});
+    REQUIRE(d->wait_for_log("\"relay\":true", 10s));
+    for (int i = 0; i < 3; ++i) {
+        const auto item = w.item(ada, "relay-" + std::to_string(i));
+        REQUIRE(eventually([&] { return w.status(item) == "done"; }, 5s));
+    }
+    CHECK(rt.starts("ada") == 3);
+    // The dispatcher holds no LISTEN session: the relay's is the database's only one.
+    CHECK(count(w.admin,
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+                "query ILIKE 'LISTEN%'",
+                {}) == 1);
+    d->signal(SIGTERM);
+    CHECK(d->wait(10s) == std::optional<int>(0));
+    relay.signal(SIGTERM);
+    CHECK(relay.wait(10s) == std::optional<int>(0));
 }

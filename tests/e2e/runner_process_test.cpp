@@ -18,6 +18,8 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/pg.hpp"
+#include "support/child.hpp"
+#include "support/net.hpp"
 #include "support/pooler.hpp"
 #include "support/secret_scan.hpp"
 #include "support/test_db.hpp"
@@ -265,4 +267,78 @@ TEST_CASE("runner e2e: GATEWAY_TOKEN registers once, the restart reuses the stor
     CHECK(std::stol(one(s.admin, "SELECT count(*) FROM gateways")) == std::stol(before) + 1);
     again.signal(SIGTERM);
     CHECK(again.wait() == 0);
+}
+
+// The runner taking its wake-ups from a real awp-wake process (WAKE_URL,
+// docs/protocols/wake-relay.md).
+TEST_CASE(
+    "wake e2e: the runner takes its wake-ups from awp-wake, and a relay killed -9 and "
+    "restarted loses nothing",
+    "[wake][relay][e2e]") {
+    setup s;
+    const unsigned short port = awp::test::free_port();
+    const std::map<std::string, std::string> relay_env = {{"DATABASE_URL", s.db.daemon_dsn()},
+                                                          {"WAKE_PORT", std::to_string(port)},
+                                                          {"LOG_LEVEL", "info"}};
+    const std::string relay_bin = std::string(AWP_BIN_DIR) + "/awp-wake";
+    auto relay = std::make_unique<awp::test::child>(std::vector<std::string>{relay_bin}, relay_env);
+    REQUIRE(relay->wait_for_log("\"listening\"", 10s));
+
+    auto env = s.env(awp::test::random_name("runner-wake-"));
+    env["WAKE_URL"] = "http://127.0.0.1:" + std::to_string(port);
+    env["SAFETY_POLL"] = "600";  // a command picked up in seconds came by a wake-up
+    env["LOG_LEVEL"] = "info";
+    runner_process r(env);
+    // The first command may be found by the start-up look; the next ones only by a wake-up.
+    const auto first = s.enqueue("auth_list");
+    REQUIRE(eventually([&] { return s.status(first) == "done"; }));
+    for (int i = 0; i < 3; ++i) {
+        const auto id = s.enqueue("auth_list");
+        REQUIRE(eventually([&] { return s.status(id) == "done"; }, 5s));
+    }
+    // The gateway host holds no LISTEN session of its own: the relay's is the database's only.
+    CHECK(one(s.admin,
+              "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND "
+              "query ILIKE 'LISTEN%'") == "1");
+
+    // The relay dies; a command is written meanwhile; a new relay starts on the same port. The
+    // runner reconnects and looks: the command is done without waiting for the safety poll.
+    relay->signal(SIGKILL);
+    CHECK(relay->wait(5s) == 128 + SIGKILL);
+    const auto during = s.enqueue("auth_list");
+    std::this_thread::sleep_for(300ms);
+    CHECK(s.status(during) == "pending");
+    relay = std::make_unique<awp::test::child>(std::vector<std::string>{relay_bin}, relay_env);
+    REQUIRE(eventually([&] { return s.status(during) == "done"; }, 15s));
+    const auto after = s.enqueue("auth_list");
+    REQUIRE(eventually([&] { return s.status(after) == "done"; }, 5s));
+    CHECK(s.calls() == 6);
+
+    r.signal(SIGTERM);
+    CHECK(r.wait() == 0);
+    relay->signal(SIGTERM);
+    CHECK(relay->wait(10s) == 0);
+}
+
+TEST_CASE(
+    "wake e2e: a runner whose login the relay refuses keeps retrying and is still woken by "
+    "its safety poll",
+    "[wake][relay][e2e][security]") {
+    setup s;
+    const unsigned short port = awp::test::free_port();
+    awp::test::child relay(
+        {std::string(AWP_BIN_DIR) + "/awp-wake"},
+        {{"DATABASE_URL", s.db.daemon_dsn()}, {"WAKE_PORT", std::to_string(port)}});
+    REQUIRE(relay.wait_for_log("\"listening\"", 10s));
+    auto env = s.env(awp::test::random_name("runner-wake-"));
+    env["WAKE_URL"] = "http://127.0.0.1:" + std::to_string(port);
+    env["SAFETY_POLL"] = "1";
+    env["LOG_LEVEL"] = "info";
+    // awp_daemon's login is no gateway's: the relay answers 403 and hands it nothing.
+    env["DATABASE_URL"] = s.db.daemon_dsn();
+    runner_process r(env);
+    const auto id = s.enqueue("auth_list");
+    REQUIRE(eventually([&] { return s.status(id) == "done"; }, 15s));  // by the poll
+    r.signal(SIGTERM);
+    CHECK(r.wait() == 0);
 }

@@ -12,6 +12,7 @@
 
 #include "awp/core/channels.hpp"
 #include "awp/core/notify.hpp"
+#include "awp/core/wake.hpp"
 #include "support/private_cluster.hpp"
 #include "support/test_db.hpp"
 
@@ -39,7 +40,7 @@ TEST_CASE("a burst of 1,000 notifications is drained, none lost", "[notify]") {
     std::set<std::string> seen;
     int rescans = 0;
     listener l(
-        {db.daemon_dsn(), {channel}, 30s, "test"},
+        {db.daemon_dsn(), {channel}, 30s, "test", {}},
         [&](const pg::notification& n) { seen.insert(n.payload); },
         [&](rescan_reason) { ++rescans; });
     net::co_spawn(ioc, l.run(), net::detached);
@@ -73,7 +74,7 @@ TEST_CASE("the listener survives a Postgres restart and re-scans for work missed
     int notified = 0;
     std::vector<rescan_reason> rescans;
     listener l(
-        {pgc.dsn(), {"work"}, 30s, "test"}, [&](const pg::notification&) { ++notified; },
+        {pgc.dsn(), {"work"}, 30s, "test", {}}, [&](const pg::notification&) { ++notified; },
         [&](rescan_reason r) { rescans.push_back(r); });
     net::co_spawn(ioc, l.run(), net::detached);
     REQUIRE(run_until(
@@ -113,7 +114,7 @@ TEST_CASE("the safety poll re-scans even when no notification arrives", "[notify
     net::io_context ioc;
     int polls = 0;
     listener l(
-        {db.daemon_dsn(), {"quiet"}, 150ms, "test"}, [](const pg::notification&) {},
+        {db.daemon_dsn(), {"quiet"}, 150ms, "test", {}}, [](const pg::notification&) {},
         [&](rescan_reason r) {
             if (r == rescan_reason::safety_poll) ++polls;
         });
@@ -133,7 +134,7 @@ TEST_CASE("stop() ends a connected listener cleanly: run() returns without an ex
     for (int i = 0; i < 5; ++i) {
         net::io_context ioc;
         listener l(
-            {db.daemon_dsn(), {"quiet"}, 30s, "test"}, [](const pg::notification&) {},
+            {db.daemon_dsn(), {"quiet"}, 30s, "test", {}}, [](const pg::notification&) {},
             [](rescan_reason) {});
         bool done = false;
         std::exception_ptr escaped;
@@ -205,4 +206,54 @@ TEST_CASE("integration: the channel names of core::channels are the ones the SQL
     }
     CHECK(seen == expected);
     CHECK(channels::commands(gw).size() <= 63);  // Postgres's identifier limit
+}
+
+TEST_CASE("integration: every per-gateway NOTIFY is also raised on awp_wake, as the relay reads it",
+          "[notify][protocol][wake]") {
+    // sql/functions/wake.sql: one relay per database LISTENs on awp_wake; each per-gateway
+    // wake-up must reach it as "<channel> <payload>", in the same transaction.
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    const std::string tenant = "00000000-0000-0000-0000-000000000000";
+    const auto gw = std::string(
+        admin
+            .exec("INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, "
+                  "'ready') RETURNING id::text",
+                  {tenant, awp::test::random_name("gw")})
+            .text(0, 0));
+    const auto agent = std::string(
+        admin
+            .exec("INSERT INTO agents (tenant_id, name, slug, gateway_id, status) VALUES ($1, "
+                  "'Ana', $2, $3, 'ready') RETURNING id::text",
+                  {tenant, awp::test::random_name("ana"), gw})
+            .text(0, 0));
+    auto listener = db.daemon();
+    listener.exec("LISTEN " + listener.quote_identifier(std::string(wake::kChannel)));
+    // A user's write through the API fires the triggers as that user (they are not SECURITY
+    // DEFINER): the user must be allowed to raise the wake-up.
+    auto user = db.api();
+    awp::test::as_user(user, tenant, "00000000-0000-0000-0000-0000000000aa");
+    user.exec(
+        "INSERT INTO agent_commands (tenant_id, agent_id, action, payload) VALUES ($1, $2, "
+        "'update', '{}')",
+        {tenant, agent});
+    admin.exec("SELECT awp_enqueue_inbox_item($1, $2, 'heartbeat', 'k1', 't', 's', '{}')",
+               {tenant, agent});
+    admin.exec(
+        "INSERT INTO secrets (tenant_id, gateway_id, key, encrypted_value) VALUES ($1, $2, 'K', "
+        "'enc:v1:aaaa.bbbb.cccc')",
+        {tenant, gw});
+    const std::set<std::string> expected = {channels::commands(gw), channels::inbox(gw),
+                                            channels::secrets(gw)};
+    std::set<std::string> seen;
+    for (int i = 0; i < 100 && seen.size() < expected.size(); ++i) {
+        for (const auto& n : listener.drain_notifications()) {
+            const auto l = wake::parse_notify_payload(n.payload);
+            INFO(n.payload);
+            REQUIRE(l);
+            seen.insert(l->channel);
+        }
+        if (seen.size() < expected.size()) std::this_thread::sleep_for(20ms);
+    }
+    CHECK(seen == expected);
 }

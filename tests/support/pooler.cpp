@@ -70,6 +70,8 @@ void route_through_pgbouncer(std::map<std::string, std::string>& env,
     for (const auto& a : argv) {
         if (a == "migrate") return;  // awpctl migrate: a session advisory lock, direct
     }
+    // The wake relay LISTENs on its DATABASE_URL: a direct session, never the pooler.
+    if (!argv.empty() && (argv[0] == "awp-wake" || argv[0].ends_with("/awp-wake"))) return;
     auto db = env.find("DATABASE_URL");
     if (db != env.end()) {
         if (!env.count("WAKE_DATABASE_URL")) env["WAKE_DATABASE_URL"] = db->second;

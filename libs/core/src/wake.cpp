@@ -1,7 +1,12 @@
 // The wake relay's line protocol: parsing and formatting (wake.hpp).
 #include "awp/core/wake.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
+
+#include "awp/core/crypto.hpp"
+#include "awp/core/error.hpp"
 
 namespace awp::core::wake {
 
@@ -93,6 +98,27 @@ std::string format_wake(const line& l) {
     out += l.payload;
     out += '\n';
     return out;
+}
+
+std::optional<credentials> parse_basic_credentials(std::string_view header) {
+    constexpr std::string_view kBasic = "Basic ";
+    if (header.size() <= kBasic.size() || header.size() > 1024) return std::nullopt;
+    if (!std::equal(kBasic.begin(), kBasic.end(), header.begin(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) ==
+                   std::tolower(static_cast<unsigned char>(b));
+        })) {
+        return std::nullopt;
+    }
+    std::string decoded;
+    try {
+        decoded = crypto::base64_decode(header.substr(kBasic.size()));
+    } catch (const error&) {
+        return std::nullopt;
+    }
+    const auto colon = decoded.find(':');
+    if (colon == std::string::npos || colon == 0) return std::nullopt;
+    if (decoded.find('\0') != std::string::npos) return std::nullopt;
+    return credentials{decoded.substr(0, colon), decoded.substr(colon + 1)};
 }
 
 }  // namespace awp::core::wake

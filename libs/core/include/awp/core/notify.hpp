@@ -36,11 +36,11 @@ struct listener_options {
     /// Where LISTEN connects (WAKE_DATABASE_URL, else DATABASE_URL): a direct session, never a
     /// transaction pooler.
     std::string dsn;
-    /// Set: wake-ups come from the relay (WAKE_URL) instead of LISTEN; dsn is unused.
-    relay_opener relay;
     std::vector<std::string> channels;
     std::chrono::milliseconds safety_poll{std::chrono::seconds(30)};
     std::string name = "listener";
+    /// Set: wake-ups come from the relay (WAKE_URL) instead of LISTEN; dsn is unused.
+    relay_opener relay;
 };
 
 /// Why the owner should look at its tables again.

@@ -64,4 +64,12 @@ struct line {
 /// "<channel> <payload>\n" of a checked wake-up.
 [[nodiscard]] std::string format_wake(const line& l);
 
+/// The relay's reading of a stream request's Authorization header: "Basic base64(user:password)"
+/// (scheme case-insensitive, at most 1 KiB, a non-empty user, no NUL). nullopt otherwise.
+struct credentials {
+    std::string user;
+    std::string password;
+};
+[[nodiscard]] std::optional<credentials> parse_basic_credentials(std::string_view header);
+
 }  // namespace awp::core::wake

@@ -1,0 +1,23 @@
+-- Wake-ups of a gateway's daemons (docs/protocols/wake-relay.md). Every per-gateway NOTIFY goes
+-- through here, so that it is raised twice in the same transaction:
+--   * on the gateway's own channel (awp_commands_<gw>, awp_inbox_<gw>, awp_secrets_<gw>), which
+--     a single host's daemons LISTEN on directly;
+--   * on awp_wake as "<channel> <payload>", which one awp-wake relay per database LISTENs on and
+--     forwards to the gateway hosts' streams (many gateways on one database: PostgreSQL up to 18
+--     signals every listening session on every notifying commit, so one listener, not one per
+--     host, keeps the cost of a write flat).
+-- The database does not need to know which design a host uses; a host changes design by its own
+-- configuration (WAKE_URL). Payloads are ids or '', never content; a wake-up is a hint, the rows
+-- are the state.
+CREATE OR REPLACE FUNCTION public.awp_notify_gateway(p_channel text, p_payload text) RETURNS void
+LANGUAGE sql
+SET search_path = ''
+AS $$
+  SELECT pg_catalog.pg_notify(p_channel, coalesce(p_payload, ''));
+  SELECT pg_catalog.pg_notify('awp_wake', p_channel || ' ' || coalesce(p_payload, ''));
+$$;
+-- The queue triggers that call it are not SECURITY DEFINER: they run as whoever wrote the row
+-- (a user through the API, service_role, a gateway's own login). All it does is pg_notify,
+-- which anyone may call.
+REVOKE ALL ON FUNCTION public.awp_notify_gateway(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.awp_notify_gateway(text, text) TO authenticated, service_role, awp_gateway;
