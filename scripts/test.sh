@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need (Debian packages, pgvector, a build, the project's own
-# Postgres) and runs the suites by label: unit, integration, e2e. Stops the cluster afterwards
-# when it was not running before. Usage: scripts/test.sh [label ...]
+# Postgres) and runs the suites by label: unit, integration, e2e, and pgbouncer (the daemons' e2e
+# tests again with their DATABASE_URL through PgBouncer in transaction mode, one server
+# connection per pool: scripts/pgbouncer.sh, started here and stopped afterwards). Stops the
+# cluster afterwards when it was not running before. Usage: scripts/test.sh [label ...]
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${AWP_BUILD_DIR:-$REPO/build}
@@ -16,7 +18,11 @@ export AWP_OPENCLAW
 
 started=0
 if ! "$REPO/scripts/pg-cluster.sh" status >/dev/null 2>&1; then started=1; fi
-cleanup() { if ((started)); then "$REPO/scripts/pg-cluster.sh" stop || true; fi; }
+bouncer=0
+cleanup() {
+  if ((bouncer)); then "$REPO/scripts/pgbouncer.sh" down || true; fi
+  if ((started)); then "$REPO/scripts/pg-cluster.sh" stop || true; fi
+}
 trap cleanup EXIT
 AWPCTL=$BUILD/bin/awpctl "$REPO/scripts/pg-cluster.sh" up
 set -a
@@ -26,6 +32,16 @@ set +a
 
 status=0
 for label in "${labels[@]}"; do
+  if [[ $label == pgbouncer ]] && ! ((bouncer)); then
+    # Pool size 1: every client of a database and user shares one server connection, so a
+    # named prepared statement or a session SET of one client breaks or shows in another.
+    if ! "$REPO/scripts/pgbouncer.sh" status >/dev/null 2>&1; then bouncer=1; fi
+    AWP_PGBOUNCER_POOL_SIZE=${AWP_PGBOUNCER_POOL_SIZE:-1} "$REPO/scripts/pgbouncer.sh" up >/dev/null
+    set -a
+    # shellcheck disable=SC1091
+    . "${AWP_STATE_DIR:-$REPO/.awp}/pgbouncer.env"
+    set +a
+  fi
   echo "== ctest -L $label"
   ctest --test-dir "$BUILD" -L "^$label\$" --output-on-failure -j"${AWP_TEST_JOBS:-2}" \
     --timeout "${AWP_TEST_TIMEOUT:-600}" || status=1

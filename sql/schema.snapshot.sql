@@ -682,6 +682,15 @@ table public.routines (owner postgres), row level security
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
+table public.scheduler_ticks (owner postgres), row level security
+  column tick bigint NOT NULL
+  column instance text NOT NULL
+  column ran_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint scheduler_ticks_pkey PRIMARY KEY (tick)
+  CREATE UNIQUE INDEX scheduler_ticks_pkey ON public.scheduler_ticks USING btree (tick)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, SELECT
+
 table public.schema_migrations (owner postgres)
   column version text NOT NULL
   column checksum text NOT NULL

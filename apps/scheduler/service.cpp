@@ -1,4 +1,5 @@
-// The scheduler's ticks: claim (advisory locks), run the three maintenance functions, log.
+// The scheduler's ticks: claim (a row and a transaction-level lock), run the three maintenance
+// functions, log.
 #include "service.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -18,8 +19,8 @@ namespace {
 
 constexpr const char* kDaemon = "scheduler";
 constexpr const char* kVersion = "0.1.0";
-// Advisory lock space of the scheduler: (kLockClass, tick mod 2^31-1) claims a tick,
-// (kLockClass, -1) serialises the work of the ticks.
+// Advisory lock space of the scheduler, transaction-level only: (kLockClass, tick mod 2^31-1)
+// marks a tick being run, (kLockClass, -1) serialises the work of the ticks.
 constexpr int kLockClass = 0x61777073;  // "awps"
 constexpr int kWorkKey = -1;
 
@@ -92,27 +93,34 @@ net::awaitable<tick_counts> service::run_tick(std::int64_t n) {
     tick_counts out;
     out.tick = n;
     pg::connection* c = co_await db_.get();
+    if (last_tick_ == n) co_return out;  // already ran it
 
-    // The claim: a session-level lock on this tick, kept until the next tick is claimed, so a
-    // scheduler whose clock runs late cannot run the same tick again after we finished it.
-    if (held_tick_ != n) {
-        auto claim = co_await c->async_query("SELECT pg_try_advisory_lock($1::int, $2::int)",
-                                             kLockClass, tick_key(n));
-        if (!claim.get<bool>(0, 0)) co_return out;
-        if (held_tick_) {
-            co_await c->async_query("SELECT pg_advisory_unlock($1::int, $2::int)", kLockClass,
-                                    tick_key(*held_tick_));
-        }
-        held_tick_ = n;
-    } else if (last_tick_ == n) {
-        co_return out;  // already ran it
-    }
-
+    // The claim, inside the tick's own transaction (nothing of it outlives the transaction,
+    // so DATABASE_URL may point at a transaction-pooling PgBouncer): a tick another scheduler
+    // is running now (its transaction-level lock) or has run (its row in scheduler_ticks,
+    // committed with its work) is skipped. The row keeps a scheduler whose clock runs late from
+    // running a tick again after another one finished it.
     co_await c->async_exec("BEGIN");
+    auto claim = co_await c->async_query(
+        "SELECT pg_try_advisory_xact_lock($1::int, $2::int) AND NOT EXISTS (SELECT 1 FROM "
+        "public.scheduler_ticks WHERE tick = $3::bigint)",
+        kLockClass, tick_key(n), n);
+    if (claim.get<bool>(0, 0)) {
+        claim = co_await c->async_query(
+            "INSERT INTO public.scheduler_ticks (tick, instance) VALUES ($1::bigint, $2) "
+            "ON CONFLICT (tick) DO NOTHING RETURNING true",
+            n, cfg_.common.instance);
+    }
+    if (claim.empty() || !claim.get<bool>(0, 0)) {
+        co_await c->async_exec("ROLLBACK");
+        co_return out;
+    }
     // The work itself never runs in two schedulers at once (a catch-up tick of one beside the
     // current tick of another): the tick is ours, so wait for the other to finish.
     co_await c->async_exec("SET LOCAL lock_timeout = '60s'");
     co_await c->async_query("SELECT pg_advisory_xact_lock($1::int, $2::int)", kLockClass, kWorkKey);
+    co_await c->async_exec(
+        "DELETE FROM public.scheduler_ticks WHERE ran_at < now() - interval '1 day'");
     out.ran = true;
     struct step {
         const char* name;
@@ -198,15 +206,13 @@ net::awaitable<void> service::run() {
             failure = e.what();
         }
         if (broken) {
-            db_.reset();  // the claim went with the connection
-            held_tick_.reset();
+            db_.reset();  // the tick's transaction, claim included, went with the connection
         } else if (!failure.empty()) {
             // Leave no aborted transaction behind for the next tick.
             try {
                 co_await db_.exec("ROLLBACK");
             } catch (const std::exception&) {
                 db_.reset();
-                held_tick_.reset();
             }
         }
         const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -73,7 +73,6 @@ private:
     core::pg::session db_;
     core::pg::session heartbeat_db_;
     core::heartbeat::beater heartbeat_;  // GATEWAY_ID resolved by its first beat
-    std::optional<std::int64_t> held_tick_;
     std::int64_t last_tick_ = -1;
     bool stopping_ = false;
     net::steady_timer tick_timer_;

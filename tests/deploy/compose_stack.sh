@@ -5,7 +5,8 @@
 # daemons that spawn processes); and each service's entry command and health check run on this
 # host from the build, with the service's environment: every daemon accepts it (--print-config)
 # and knows every variable it is given. The wake relay awp-wake is a daemon of the profile "relay"
-# (off by default), held to the same contract.
+# (off by default), held to the same contract. Profile pgbouncer: the daemons through PgBouncer
+# in transaction mode, LISTEN and the migrations direct.
 # Usage: compose_stack.sh <source dir> <build dir>
 set -euo pipefail
 src=$1 build=$2
@@ -23,11 +24,18 @@ if docker-compose --project-directory "$dir" -f "$dir/docker-compose.yml" --env-
   echo "FAIL: the stack validates without JWT_SECRET"; exit 1
 fi
 
-python3 - "$work/config.yml" "$build/bin" "$work" <<'PY'
+# Profile pgbouncer, as .env.example's comment says to enable it.
+sed -e 's/^COMPOSE_PROFILES=.*/COMPOSE_PROFILES=pgbouncer/; s/^AWP_DB_ADDRESS=.*/AWP_DB_ADDRESS=pgbouncer:6432/' \
+    -e 's/^DATABASE_PREPARED=.*/DATABASE_PREPARED=off/' "$dir/.env.example" >"$work/pooled.env"
+docker-compose --project-directory "$dir" -f "$dir/docker-compose.yml" --env-file "$work/pooled.env" config >"$work/pooled.yml"
+
+python3 - "$work/config.yml" "$build/bin" "$work" "$work/pooled.yml" "$dir/pgbouncer/pgbouncer.ini" <<'PY'
 import os, re, subprocess, sys, yaml
 
 cfg = yaml.safe_load(open(sys.argv[1]))
 bindir, work = sys.argv[2], sys.argv[3]
+pooled = yaml.safe_load(open(sys.argv[4]))["services"]
+ini = open(sys.argv[5]).read()
 services = cfg["services"]
 failures = []
 def bad(msg): failures.append(msg)
@@ -89,6 +97,33 @@ for name, s in services.items():
 runner_env = {k: str(v) for k, v in (services["awp-command-runner"].get("environment") or {}).items()}
 if runner_env.get("SECRETS_DIR", "").startswith(runner_env.get("OPENCLAW_STATE_DIR", "/nonexistent")):
     bad("the runner's secrets are inside the agent user's runtime state")
+
+# Profile pgbouncer: off by default (the daemons reach postgres itself, named statements on);
+# on, every daemon's DATABASE_URL goes through PgBouncer in transaction mode with named
+# statements off, while LISTEN (WAKE_DATABASE_URL) and the migrations stay direct.
+for name in ("pgbouncer", "pgbouncer-auth"):
+    if services.get(name, {}).get("profiles") != ["pgbouncer"]: bad(f"{name}: not in profile pgbouncer alone")
+listen_daemons = ("awp-command-runner", "awp-inbox-dispatcher", "awp-embedder")
+for name in daemons:
+    plain = {k: str(v) for k, v in (services[name].get("environment") or {}).items()}
+    env = {k: str(v) for k, v in (pooled[name].get("environment") or {}).items()}
+    for k in ("DATABASE_URL", "AWP_API_DATABASE_URL"):
+        if k in plain and "@postgres:5432/" not in plain[k]: bad(f"{name}: {k} is not postgres itself by default")
+        if k in env and "@pgbouncer:6432/" not in env[k]: bad(f"{name}: {k} does not go through pgbouncer in the profile")
+    if name != "awp-api-gateway":
+        if plain.get("DATABASE_PREPARED") != "on": bad(f"{name}: DATABASE_PREPARED is not on by default")
+        if env.get("DATABASE_PREPARED") != "off": bad(f"{name}: DATABASE_PREPARED is not off through pgbouncer")
+    if name in listen_daemons and "@postgres:5432/" not in env.get("WAKE_DATABASE_URL", ""):
+        bad(f"{name}: WAKE_DATABASE_URL (LISTEN) is not postgres itself through pgbouncer")
+if "awp-wake" in pooled and "@postgres:5432/" not in str(pooled["awp-wake"]["environment"].get("DATABASE_URL", "")):
+    bad("awp-wake: its DATABASE_URL (LISTEN) is not postgres itself in the profile")
+if "@postgres:5432/" not in str(pooled["migrate"]["environment"].get("DATABASE_URL", "")):
+    bad("migrate does not reach postgres itself (a session advisory lock) in the profile")
+settings = dict(re.findall(r"(?m)^\s*([a-z_]+)\s*=[ \t]*(.*?)\s*$", ini.split("[pgbouncer]", 1)[-1]))
+if settings.get("pool_mode") != "transaction": bad("pgbouncer.ini: pool_mode is not transaction")
+if settings.get("server_reset_query", None) != "": bad("pgbouncer.ini: server_reset_query is not empty")
+if int(settings.get("max_db_connections", "0") or 0) <= 0: bad("pgbouncer.ini: max_db_connections is not set")
+if "pgbouncer.get_auth" not in settings.get("auth_query", ""): bad("pgbouncer.ini: auth_query is not the lookup function")
 
 def seconds(text):
     m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", str(text))

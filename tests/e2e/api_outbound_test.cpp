@@ -29,6 +29,7 @@
 #include "awp/http/server.hpp"
 #include "support/api_process.hpp"
 #include "support/net.hpp"
+#include "support/pooler.hpp"
 #include "support/test_db.hpp"
 
 namespace {
@@ -130,7 +131,9 @@ TEST_CASE("browser: a cdpUrl off the agent's own gateway host is refused before 
     awp::test::scoped_database db;
     auto admin = db.admin();
     const auto t1 = seed_tenant(admin);
-    const auto pg_port = std::to_string(database_port(db.api_dsn()));
+    // The port of the database URL the gateway is given (PgBouncer's under label pgbouncer).
+    const auto pg_port =
+        std::to_string(database_port(awp::test::as_given_to_daemons(db.api_dsn())));
     silent_listener own_browser;  // loopback: the agent's own host
     seed_agent(admin, t1, "to-postgres", "http://127.0.0.1:" + pg_port);
     seed_agent(admin, t1, "to-postgres-by-name", "http://localhost:" + pg_port);
@@ -269,7 +272,9 @@ TEST_CASE(
     // OAuth keeps the credentials on one of the tenant's gateways.
     admin.exec("INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, 'ready')",
                {t1, random_name("gw")});
-    const auto pg_port = std::to_string(database_port(db.api_dsn()));
+    // The port of the database URL the gateway is given (PgBouncer's under label pgbouncer).
+    const auto pg_port =
+        std::to_string(database_port(awp::test::as_given_to_daemons(db.api_dsn())));
     silent_listener trap;  // where a redirect, or a token endpoint on loopback, would lead
     counting_provider provider(trap.url() + "/stolen");
     const auto setup = [&](const fs::path& scratch, gateway_process::env_map& env) {

@@ -20,10 +20,9 @@
 #include "awp/core/pg.hpp"
 #include "support/child.hpp"
 #include "support/net.hpp"
+#include "support/pooler.hpp"
 #include "support/secret_scan.hpp"
 #include "support/test_db.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -50,13 +49,7 @@ bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds lim
 class runner_process {
 public:
     explicit runner_process(const std::map<std::string, std::string>& env) {
-        std::vector<std::string> vars;
-        for (char** e = environ; *e; ++e) {
-            const std::string v(*e);
-            const auto name = v.substr(0, v.find('='));
-            if (!env.count(name)) vars.push_back(v);
-        }
-        for (const auto& [k, v] : env) vars.push_back(k + "=" + v);
+        std::vector<std::string> vars = awp::test::child_environment(env);  // support/pooler.hpp
         std::vector<char*> envp;
         for (auto& v : vars) envp.push_back(v.data());
         envp.push_back(nullptr);

@@ -167,6 +167,28 @@ TEST_CASE("prepared statements run once-parsed, keep typed errors and survive a 
     CHECK(o.prepared_after_change == 3);
 }
 
+TEST_CASE("with named statements off (DATABASE_PREPARED=off) nothing is prepared on the server",
+          "[pg]") {
+    scoped_database db;
+    net::io_context ioc;
+    awp::core::pg::set_named_statements(false);
+    prepared_outcome o;
+    try {
+        o = run_coro(ioc, prepared_queries(db.admin_dsn()));
+    } catch (...) {
+        awp::core::pg::set_named_statements(true);
+        throw;
+    }
+    awp::core::pg::set_named_statements(true);
+    // The same answers and errors, from unnamed statements: what a transaction pooler carries.
+    CHECK(o.values == std::vector<int>{10, 20, 30});
+    CHECK(o.prepared_after_three == 0);
+    CHECK(o.server_side_count == "0");
+    CHECK(o.error_state == "22012");
+    CHECK(o.after_type_change == "new");
+    CHECK(o.prepared_after_change == 0);
+}
+
 TEST_CASE("a wrong password is a connection error that does not echo the password", "[pg]") {
     scoped_database db;
     auto dsn = db.daemon_dsn() + " password=not-the-password";

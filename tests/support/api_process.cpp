@@ -14,6 +14,7 @@
 #include "awp/core/crypto.hpp"
 #include "awp/core/uuid.hpp"
 #include "support/net.hpp"
+#include "support/pooler.hpp"
 #include "support/test_db.hpp"
 
 namespace awp::test {
@@ -67,6 +68,7 @@ api_gateway_process::api_gateway_process(
     };
     for (auto& [k, v] : extra) env[k] = v;
     if (prepare) prepare(dir, env);
+    route_through_pgbouncer(env);  // AWP_TEST_PGBOUNCER=1: AWP_API_DATABASE_URL via PgBouncer
     std::vector<std::string> strs;
     for (auto& [k, v] : env) strs.push_back(k + "=" + v);
     std::vector<char*> envp;

@@ -13,21 +13,16 @@
 #include <stdexcept>
 #include <thread>
 
+#include "support/pooler.hpp"
 #include "support/test_db.hpp"
-
-extern char** environ;
 
 namespace awp::test {
 
 child::child(std::vector<std::string> argv, std::map<std::string, std::string> env) {
     log_path_ = "/tmp/" + random_name("awp-child-") + ".log";
-    std::vector<std::string> envs;
-    for (char** e = environ; *e; ++e) {
-        std::string kv = *e;
-        const auto key = kv.substr(0, kv.find('='));
-        if (!env.count(key)) envs.push_back(kv);
-    }
-    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+    // This process's environment, `env` over it, and through PgBouncer under
+    // AWP_TEST_PGBOUNCER=1 (support/pooler.hpp).
+    std::vector<std::string> envs = child_environment(env, argv);
     std::vector<char*> cargv, cenv;
     for (auto& a : argv) cargv.push_back(a.data());
     cargv.push_back(nullptr);

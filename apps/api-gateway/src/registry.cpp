@@ -530,12 +530,16 @@ net::awaitable<probe_result> probe_postgres(std::string dsn) {
     std::string bypass;
     try {
         bypass = co_await rls_bypass_reason(*c);
-        // What the gateway will do on it: take service_role (sign-in, service routes).
-        co_await c->async_exec("SET ROLE service_role");
-        auto r = co_await c->async_query(
-            "SELECT CASE WHEN to_regclass('public.schema_migrations') IS NULL THEN NULL "
-            "ELSE (SELECT max(version) FROM public.schema_migrations) END");
-        version = r.get_optional<std::string>(0, 0).value_or("");
+        // What the gateway will do on it: take service_role (sign-in, service routes), for one
+        // transaction only (the DSN may point at a transaction-pooling PgBouncer).
+        std::vector<pg::connection::pipelined> st;
+        st.push_back({"SELECT set_config('role', 'service_role', true)", {}});
+        st.push_back(
+            {"SELECT CASE WHEN to_regclass('public.schema_migrations') IS NULL THEN NULL "
+             "ELSE (SELECT max(version) FROM public.schema_migrations) END",
+             {}});
+        auto r = co_await c->async_pipeline(std::move(st));
+        version = r.at(1).get_optional<std::string>(0, 0).value_or("");
     } catch (const std::exception& e) {
         failure = e.what();
     }

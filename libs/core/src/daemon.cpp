@@ -22,6 +22,7 @@
 
 #include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
+#include "awp/core/pg.hpp"
 
 namespace awp::core::daemon {
 
@@ -55,6 +56,12 @@ void cli::add_common(common_config& c, bool with_database) {
         secret(app_.add_option("--database-url", c.database_url,
                                "Postgres connection string (else libpq's PG* variables)")
                    ->envname("DATABASE_URL"));
+        app_.add_option("--database-prepared", c.database_prepared,
+                        "Hot statements as named prepared statements (on), or unnamed (off: for "
+                        "a transaction-pooling PgBouncer before 1.21 in DATABASE_URL)")
+            ->envname("DATABASE_PREPARED")
+            ->check(CLI::IsMember({"on", "off"}))
+            ->capture_default_str();
     }
     app_.add_option("--log-level", c.log_level, "debug, info, warn or error")
         ->envname("LOG_LEVEL")
@@ -109,6 +116,7 @@ std::optional<int> cli::parse(int argc, char** argv, common_config* c) {
         return kExitConfig;
     }
     if (c && c->instance.empty()) c->instance = default_instance(daemon_);
+    if (c) pg::set_named_statements(c->database_prepared != "off");
     if (print_config_) {
         std::cout << effective_config();
         return 0;

@@ -2,6 +2,7 @@
 #include "awp/core/pg.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +40,13 @@ void on_notice(void*, const char* message) {
     if (log::enabled(log::level::debug)) {
         log::debug("postgres notice", {{"notice", trim_message(message)}});
     }
+}
+
+// Named protocol-level prepared statements for async_exec_prepared, unless DATABASE_PREPARED=off
+// (or set_named_statements(false)): see pg.hpp.
+std::atomic<int>& named_setting() {
+    static std::atomic<int> v{-1};  // -1: not decided yet, from the environment at first use
+    return v;
 }
 
 bool is_connection_sqlstate(std::string_view state) {
@@ -352,6 +360,8 @@ net::awaitable<result> connection::async_exec(std::string sql, params p) {
 
 net::awaitable<result> connection::async_exec_prepared(std::string sql, params p) {
     if (!conn_) throw connection_error("query on a closed connection");
+    // Behind a transaction pooler: an unnamed statement, parsed and planned with each call.
+    if (!named_statements()) co_return co_await async_exec(std::move(sql), std::move(p));
     param_arrays a(p);
     for (int attempt = 0;; ++attempt) {
         auto it = prepared_.find(sql);
@@ -555,6 +565,19 @@ std::string connection::quote_identifier(std::string_view ident) const {
     std::string s(q);
     PQfreemem(q);
     return s;
+}
+
+void set_named_statements(bool on) noexcept { named_setting().store(on ? 1 : 0); }
+
+bool named_statements() noexcept {
+    int v = named_setting().load();
+    if (v < 0) {
+        const char* env = std::getenv("DATABASE_PREPARED");
+        v = env && std::string_view(env) == "off" ? 0 : 1;
+        int expected = -1;
+        if (!named_setting().compare_exchange_strong(expected, v)) v = expected;
+    }
+    return v == 1;
 }
 
 // ---- backoff, session, transaction --------------------------------------------------------

@@ -38,7 +38,8 @@ struct common_config {
     double drain_timeout_s = 20;  // SIGTERM: time allowed to finish in-flight work
     double safety_poll_s = 30;    // re-scan the tables this often even without a NOTIFY
     std::string instance;         // identity in leases and heartbeats (default host:daemon:pid)
-    wake_options wake;            // add_wake
+    std::string database_prepared = "on";  // DATABASE_PREPARED: off behind a transaction pooler
+    wake_options wake;                     // add_wake
 
     std::chrono::milliseconds drain_timeout() const;
     std::chrono::milliseconds safety_poll() const;
@@ -50,7 +51,8 @@ class cli {
 public:
     cli(std::string daemon, std::string description);
     CLI::App& app() noexcept { return app_; }
-    /// Adds --database-url, --log-level, --drain-timeout, --safety-poll, --instance.
+    /// Adds --database-url (and --database-prepared), --log-level, --drain-timeout,
+    /// --safety-poll, --instance.
     void add_common(common_config& c, bool with_database = true);
     /// Adds --wake-database-url and, with `relay`, --wake-url and --wake-ca-file (daemons that
     /// wait on a queue; the relay carries the per-gateway channels only).

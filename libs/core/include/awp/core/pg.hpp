@@ -260,7 +260,9 @@ public:
     /// first call prepares it, one extra round trip), then only bound and executed. For the
     /// statements a daemon runs over and over (lease, start, complete). Not for ad-hoc SQL:
     /// each distinct text stays prepared until the connection closes. Behind a transaction-
-    /// pooling PgBouncer older than 1.21 named statements do not work; see docs/operations.md.
+    /// pooling PgBouncer older than 1.21 named statements do not work: with
+    /// named_statements() off (DATABASE_PREPARED=off) this is async_exec, an unnamed statement
+    /// (docs/operations.md, "Through PgBouncer").
     net::awaitable<result> async_exec_prepared(std::string sql, params p = {});
     /// async_exec_prepared with the parameters as arguments (see async_query).
     template <class... A>
@@ -311,6 +313,14 @@ private:
     std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name
     unsigned statements_ = 0;                                // names: awp_1, awp_2, ...
 };
+
+/// Whether async_exec_prepared (and session::query_prepared) use named protocol-level prepared
+/// statements. On by default; DATABASE_PREPARED=off in the environment, or
+/// set_named_statements(false) (the daemons' --database-prepared off), sends those statements
+/// unnamed, parsed and planned with every call: what a transaction-pooling PgBouncer before 1.21
+/// can carry, at ~10 % of the runner's queue throughput (bench/runner/RESULTS.md). Process-wide.
+void set_named_statements(bool on) noexcept;
+[[nodiscard]] bool named_statements() noexcept;
 
 /// Capped exponential back-off with jitter for reconnect loops.
 class backoff {

@@ -1,0 +1,108 @@
+// Through PgBouncer in transaction mode (label pgbouncer: scripts/test.sh pgbouncer, one server
+// connection per pool): awp keeps no session state on a pooled connection. Two clients of the
+// core pg layer share the one server connection, and after the api-gateway served sessions,
+// service-role routes and sign-in, that connection holds no prepared statement, no role and no
+// claims. Run directly (label e2e) there is no pooler and nothing to check.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "awp/core/pg.hpp"
+#include "support/api_process.hpp"
+#include "support/pooler.hpp"
+#include "support/test_db.hpp"
+
+namespace net = boost::asio;
+namespace pg = awp::core::pg;
+using awp::test::bearer;
+using awp::test::scoped_database;
+
+namespace {
+
+constexpr const char* kTenant = "00000000-0000-0000-0000-000000000000";
+
+// What the one server connection of a pool shows to whoever gets it next.
+struct leftovers {
+    long prepared = -1;
+    std::string role, claims, user;
+};
+
+leftovers server_state(const std::string& pooled_dsn) {
+    auto c = pg::connection::connect(pooled_dsn);
+    auto r = c.exec(
+        "SELECT (SELECT count(*) FROM pg_prepared_statements), current_setting('role'), "
+        "coalesce(current_setting('request.jwt.claims', true), ''), current_user::text");
+    return {r.get<long>(0, 0), r.get<std::string>(0, 1), r.get<std::string>(0, 2),
+            r.get<std::string>(0, 3)};
+}
+
+// Two sessions, each with its own hot statements, taking turns on the pool's one server
+// connection: named statements (awp_1 on both) would collide there, so DATABASE_PREPARED=off
+// must leave none.
+net::awaitable<int> two_sessions(std::string dsn) {
+    pg::session a(dsn, "a");
+    pg::session b(dsn, "b");
+    int sum = 0;
+    for (int i = 1; i <= 3; ++i) {
+        auto ra = co_await a.query_prepared("SELECT $1::int + 100", i);
+        auto rb = co_await b.query_prepared("SELECT $1::int * 1000", i);
+        sum += ra.get<int>(0, 0) + rb.get<int>(0, 0);
+    }
+    co_return sum;
+}
+
+}  // namespace
+
+TEST_CASE("through PgBouncer: hot statements of two clients share one server connection",
+          "[pgbouncer]") {
+    if (!awp::test::through_pgbouncer()) {
+        SUCCEED("direct: no pooler to check (label pgbouncer runs this through one)");
+        return;
+    }
+    scoped_database db;
+    const auto pooled = awp::test::via_pgbouncer(db.daemon_dsn());
+    REQUIRE(pooled != db.daemon_dsn());
+    pg::set_named_statements(false);  // as a daemon with DATABASE_PREPARED=off
+    net::io_context ioc;
+    auto f = net::co_spawn(ioc, two_sessions(pooled), net::use_future);
+    ioc.run();
+    int sum = 0;
+    try {
+        sum = f.get();
+    } catch (...) {
+        pg::set_named_statements(true);
+        throw;
+    }
+    pg::set_named_statements(true);
+    CHECK(sum == (101 + 102 + 103) + (1000 + 2000 + 3000));
+    const auto s = server_state(pooled);
+    CHECK(s.prepared == 0);
+    CHECK(s.user == "awp_daemon");
+}
+
+TEST_CASE("through PgBouncer: the api-gateway leaves no role, claims or statements behind",
+          "[pgbouncer]") {
+    if (!awp::test::through_pgbouncer()) {
+        SUCCEED("direct: no pooler to check (label pgbouncer runs this through one)");
+        return;
+    }
+    scoped_database db;
+    awp::test::api_gateway_process gw(db.api_dsn());  // AWP_API_DATABASE_URL via the pooler
+    const auto token = awp::test::user_token(kTenant);
+    for (int i = 0; i < 3; ++i) {
+        CHECK(gw.get("/api/auth/session", bearer(token)).status == 200);
+        CHECK(gw.get("/api/workspaces", bearer(token)).status == 200);
+        CHECK(
+            gw.get("/api/agents/no-such-agent/skills", bearer(awp::test::kApiServiceKey)).status ==
+            404);
+    }
+    const auto s = server_state(awp::test::via_pgbouncer(db.api_dsn()));
+    CHECK(s.user == "awp_api");
+    CHECK(s.role == "none");
+    CHECK(s.claims.empty());
+    CHECK(s.prepared == 0);
+}
