@@ -147,7 +147,9 @@ TEST_CASE("a routine due during downtime fires once when the scheduler starts, n
     REQUIRE(again->wait_for_log("\"msg\":\"tick", 10s));
     CHECK(count(admin, "SELECT count(*) FROM agent_inbox_items WHERE routine_id = $1", {r}) == 1);
     again->signal(SIGTERM);
-    CHECK(again->wait(5s) == std::optional<int>(0));
+    const auto code = again->wait(5s);
+    INFO("the restarted scheduler's log:\n" << again->log());
+    CHECK(code == std::optional<int>(0));
 }
 
 TEST_CASE("a scheduler started before its database waits for it, then ticks",

@@ -2,11 +2,16 @@
 // reconnect after a real restart.
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 
 #include "awp/core/pg.hpp"
@@ -93,6 +98,15 @@ net::awaitable<prepared_outcome> prepared_queries(std::string dsn) {
     out.after_type_change = std::string(r.text(0, r.column("label")));
     out.prepared_after_change = c.prepared_count();
     co_return out;
+}
+
+// A connect raced against a timer that wins: the connect's coroutine is cancelled while its
+// blocking connect runs on the pool.
+net::awaitable<std::size_t> connect_or_timer(std::string dsn) {
+    using namespace net::experimental::awaitable_operators;
+    net::steady_timer t(co_await net::this_coro::executor, std::chrono::milliseconds(20));
+    auto r = co_await (pg::connection::async_connect(dsn) || t.async_wait(net::use_awaitable));
+    co_return r.index();
 }
 
 net::awaitable<int> session_int(pg::session& s, std::string sql, bool retry) {
@@ -240,4 +254,30 @@ TEST_CASE("a session waits with back-off while Postgres is down and connects whe
     starter.join();
     CHECK(v == 7);
     CHECK(std::chrono::steady_clock::now() - t0 >= std::chrono::milliseconds(700));
+}
+
+TEST_CASE(
+    "a connect cancelled while it runs (a daemon stopped during its first heartbeat) ends "
+    "the caller, not the process",
+    "[pg]") {
+    // A server that accepts and says nothing for 300 ms, then hangs up: the connect blocks on
+    // the pool meanwhile. Before the fix the cancelled connect threw from the pool thread after
+    // it returned, and std::terminate ended the test binary (the scheduler crashed that way on a
+    // SIGTERM right after start).
+    net::io_context server_io;
+    net::ip::tcp::acceptor acceptor(server_io, {net::ip::make_address("127.0.0.1"), 0});
+    const auto port = acceptor.local_endpoint().port();
+    std::thread server([&] {  // one attempt: sslmode and gssencmode disabled below
+        boost::system::error_code ec;
+        net::ip::tcp::socket s(server_io);
+        acceptor.accept(s, ec);
+        if (!ec) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    });
+    net::io_context ioc;
+    const auto winner = run_coro(
+        ioc, connect_or_timer(
+                 "host=127.0.0.1 port=" + std::to_string(port) +
+                 " user=nobody dbname=none connect_timeout=5 sslmode=disable gssencmode=disable"));
+    CHECK(winner == 1);  // the timer; the connect failed afterwards, on its own
+    server.join();
 }

@@ -9,6 +9,8 @@
 #include <random>
 #include <thread>
 
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -274,8 +276,15 @@ net::awaitable<connect_outcome> connect_on_pool(std::string dsn) {
 }  // namespace
 
 net::awaitable<connection> connection::async_connect(std::string dsn) {
-    connect_outcome out =
-        co_await net::co_spawn(connect_pool(), connect_on_pool(std::move(dsn)), net::use_awaitable);
+    // The connect runs on the pool without the caller's cancellation slot (an empty one is
+    // bound): a blocking connect cannot be interrupted anyway, and Boost 1.81's co_spawn entry
+    // point throws from the pool thread, which terminates the process, when a coroutine that
+    // finished without suspending is cancelled (a daemon stopped while its heartbeat was
+    // connecting: tests/integration/pg_test.cpp). A cancelled caller still stops at its next
+    // co_await after this one.
+    connect_outcome out = co_await net::co_spawn(
+        connect_pool(), connect_on_pool(std::move(dsn)),
+        net::bind_cancellation_slot(net::cancellation_slot(), net::use_awaitable));
     if (!out.error.empty()) throw connection_error(out.error);
     co_return std::move(out.conn);
 }
