@@ -18,8 +18,9 @@
 # direct: AWP_PGBOUNCER_WAKE_DATABASE_URL is the direct URL.
 #
 # environment: AWP_PGBOUNCER_PORT (6439; 6432 is the Debian package's own service), AWP_PGBOUNCER_POOL_SIZE (server connections per
-# database and user, 20), AWP_PGBOUNCER_MAX_DB_CONNECTIONS (per database, 50), AWP_PG_PORT and
-# AWP_STATE_DIR as for scripts/pg-cluster.sh.
+# database and user, 20), AWP_PGBOUNCER_MAX_DB_CONNECTIONS (per database, 50),
+# AWP_PGBOUNCER_MAX_CLIENT_CONN (2000; bench/scale raises it), AWP_PG_PORT and AWP_STATE_DIR as for
+# scripts/pg-cluster.sh.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,6 +31,7 @@ CLUSTER_ENV=$STATE/cluster.env
 PORT=${AWP_PGBOUNCER_PORT:-6439}
 POOL_SIZE=${AWP_PGBOUNCER_POOL_SIZE:-20}
 MAX_DB=${AWP_PGBOUNCER_MAX_DB_CONNECTIONS:-50}
+MAX_CLIENT=${AWP_PGBOUNCER_MAX_CLIENT_CONN:-2000}
 AUTH_USER=awp_pgbouncer
 
 log() { echo "pgbouncer: $*" >&2; }
@@ -127,7 +129,7 @@ pool_mode = transaction
 server_reset_query =
 default_pool_size = $POOL_SIZE
 max_db_connections = $MAX_DB
-max_client_conn = 2000
+max_client_conn = $MAX_CLIENT
 ; Each login is its own pool: idle server connections give their place back soon.
 server_idle_timeout = 10
 auth_type = scram-sha-256
@@ -162,7 +164,9 @@ ENV
 start() {
   is_running && return 0
   rm -f "$DIR/pgbouncer.pid"
-  as_server /usr/sbin/pgbouncer -d -q "$DIR/pgbouncer.ini" \
+  # A file per client: runuser's PAM session sets the soft limit back to 1024, so raise it to
+  # the hard limit inside (max_client_conn plus the server connections need that many).
+  as_server sh -c 'ulimit -n "$(ulimit -Hn)" 2>/dev/null; exec /usr/sbin/pgbouncer -d -q "$1"' sh "$DIR/pgbouncer.ini" \
     || { tail -n 20 "$DIR/pgbouncer.log" >&2 2>/dev/null; die "pgbouncer did not start"; }
   for _ in $(seq 50); do
     if is_running && (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null; then

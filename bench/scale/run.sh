@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# N simulated gateway hosts on one PostgreSQL 15, three wake-up designs side by side (scale_bench.cpp
-# says what one host holds and what each mode does). One command on a fresh checkout: it builds
-# what it runs, starts its own throwaway cluster (scripts/pg-cluster.sh with its own state folder
-# and a max_connections high enough for N = 1,000), makes the migrated template, runs every point
+# N simulated gateway hosts on one PostgreSQL 15, wake-up designs and connection topologies side
+# by side (scale_bench.cpp says what one host holds and what each mode does). One command on a
+# fresh checkout: it builds what it runs, starts its own throwaway cluster (scripts/pg-cluster.sh
+# with its own state folder and a max_connections high enough for N = 1,000) and, for the pooled
+# modes, its own PgBouncer (scripts/pgbouncer.sh), makes the migrated template, runs every point
 # and prints one table.
+# Modes (SCALE_MODES, default "direct wake wake-pooled wake-pooled-gw"):
+#   direct          today's single-host design: a LISTEN session per daemon and host, superuser
+#   relay, edge     the candidates measured first (an in-process relay; edge-triggered NOTIFY)
+#   wake            awp-wake (a real process) and a stream per daemon; each host its own login,
+#                   direct connections
+#   wake-pooled     awp-wake; every host's connections through PgBouncer (transaction mode) as
+#                   one shared work login (the daemons' DATABASE_URL login)
+#   wake-pooled-gw  awp-wake; through PgBouncer, each host its own login (a pool per login)
 # Usage: bench/scale/run.sh [build dir]
 #   SCALE_QUICK=1      N = 1 10 100, 5 s per phase (a smoke run)
-#   SCALE_NS="1 10"    the gateway counts; SCALE_MODES="direct relay edge"; SCALE_SECONDS (10)
+#   SCALE_NS="1 10"    the gateway counts; SCALE_MODES as above; SCALE_SECONDS (10)
 #   SCALE_RATE (50)    phase B's steady writes/s (pickup latency); SCALE_WRITERS (4)
 #   SCALE_REPS (2)     runs of every point below N = 1,000 (interleaved; the table shows their mean;
 #                      N = 1,000 runs once: it takes minutes and ~10 GiB)
 #   SCALE_IDLE (2)     idle connections per host (the runner's and the dispatcher's housekeeping);
 #                      lowered (and said so) when N x 8 backends would not fit in memory
+#   SCALE_POOL (80)    PgBouncer's server connections for the database (max_db_connections and
+#                      default_pool_size); SCALE_PGBOUNCER_PORT (6440)
 #   SCALE_PG_PORT (54335), SCALE_STATE_DIR (.awp/scale), SCALE_KEEP=1 leaves the cluster running
 # Results: $OUT (default /tmp/awp-scale-bench): results.txt (the RESULT lines), table.txt.
 set -euo pipefail
@@ -23,14 +34,16 @@ if [[ ${SCALE_QUICK:-0} == 1 ]]; then
 else
   NS=${SCALE_NS:-"1 10 100 1000"}; SECONDS_PER=${SCALE_SECONDS:-10}
 fi
-MODES=${SCALE_MODES:-"direct relay edge"}
+MODES=${SCALE_MODES:-"direct wake wake-pooled wake-pooled-gw"}
+POOL=${SCALE_POOL:-80}
+pooled=0; [[ " $MODES " == *" wake-pooled"* ]] && pooled=1
 RATE=${SCALE_RATE:-50}; WRITERS=${SCALE_WRITERS:-4}; IDLE=${SCALE_IDLE:-2}; REPS=${SCALE_REPS:-2}
 export AWP_PG_PORT=${SCALE_PG_PORT:-54335}
 export AWP_STATE_DIR=${SCALE_STATE_DIR:-$REPO/.awp/scale}
 mkdir -p "$OUT"
 
 # Build (as bench/common.sh does, without the project's default cluster: this one is our own).
-AWP_BUILD_DIR=$BUILD AWP_BUILD_TARGETS="awpctl scale_bench" "$REPO/scripts/build.sh" >/dev/null
+AWP_BUILD_DIR=$BUILD AWP_BUILD_TARGETS="awpctl awp-wake scale_bench" "$REPO/scripts/build.sh" >/dev/null
 export AWPCTL=$BUILD/bin/awpctl
 
 # Connections: every host holds 8 (runner: lease, housekeeping, LISTEN; dispatcher: lease,
@@ -55,8 +68,16 @@ psql -X -q "$ADMIN" -v ON_ERROR_STOP=1 \
 cluster stop >/dev/null
 cluster start >/dev/null
 bash "$REPO/tests/support/make-template.sh" "$AWPCTL"
+# PgBouncer in transaction mode in front of this cluster, with room for every host's clients.
+export AWP_PGBOUNCER_PORT=${SCALE_PGBOUNCER_PORT:-6440}
+bouncer() {
+  AWP_PGBOUNCER_POOL_SIZE=$POOL AWP_PGBOUNCER_MAX_DB_CONNECTIONS=$POOL \
+    AWP_PGBOUNCER_MAX_CLIENT_CONN=$MAXCONN "$REPO/scripts/pgbouncer.sh" "$@"
+}
+((pooled)) && bouncer up >/dev/null
 cleanup() {
   psql -X -q "$ADMIN" -c "DROP DATABASE IF EXISTS awp_scale_bench WITH (FORCE)" >/dev/null 2>&1 || true
+  ((pooled)) && bouncer down >/dev/null 2>&1 || true
   [[ ${SCALE_KEEP:-0} == 1 ]] || cluster stop >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -65,15 +86,30 @@ setting() { psql -X -qAt "$ADMIN" -c "SHOW $1"; }
 {
   echo "== scale benchmark, $(date -u +%FT%TZ)"
   echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other work)"
-  echo "server: $(psql -X -qAt "$ADMIN" -c 'SELECT version()' | cut -d, -f1); max_connections=$(setting max_connections) shared_buffers=$(setting shared_buffers) synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) max_wal_size=$(setting max_wal_size) checkpoint_timeout=$(setting checkpoint_timeout); unix socket"
+  echo "server: $(psql -X -qAt "$ADMIN" -c 'SELECT version()' | cut -d, -f1); max_connections=$(setting max_connections) shared_buffers=$(setting shared_buffers) synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) max_wal_size=$(setting max_wal_size) checkpoint_timeout=$(setting checkpoint_timeout); unix socket (hosts of the wake modes: TCP 127.0.0.1, password logins)"
+  ((pooled)) && echo "pooler: $(/usr/sbin/pgbouncer --version | head -1), transaction mode, max_db_connections=$POOL default_pool_size=$POOL server_idle_timeout=10 max_client_conn=$MAXCONN, on 127.0.0.1:$AWP_PGBOUNCER_PORT"
   echo "client: ulimit -n $(ulimit -n); gateways N = $NS; modes $MODES; phase A: $WRITERS writers at full speed for ${SECONDS_PER}s; phase B: $RATE writes/s for ${SECONDS_PER}s; half commands, half inbox items; $REPS runs of each point below N = 1,000"
 } | tee "$OUT/settings.txt"
 
 : >"$OUT/results.txt"
+mode_args() {  # MODE -> ARGS, scale_bench's flags
+  local wake=(--mode awp-wake --wake-bin "$BUILD/bin/awp-wake"
+    --auth-url "postgresql://127.0.0.1:$AWP_PG_PORT/awp_scale_bench")
+  local pool=(--pooler "host=127.0.0.1 port=$AWP_PGBOUNCER_PORT"
+    --pooler-pidfile "$AWP_STATE_DIR/pgbouncer/pgbouncer.pid")
+  case $1 in
+    direct | relay | edge) ARGS=(--mode "$1") ;;
+    wake) ARGS=("${wake[@]}" --login gateway) ;;
+    wake-pooled) ARGS=("${wake[@]}" "${pool[@]}" --login shared --shared-url "$DATABASE_URL") ;;
+    wake-pooled-gw) ARGS=("${wake[@]}" "${pool[@]}" --login gateway) ;;
+    *) echo "unknown mode $1" >&2; exit 2 ;;
+  esac
+}
 point() {  # N MODE IDLE REP
   local line
+  mode_args "$2"
   line=$("$BUILD/bin/scale_bench" --conninfo "host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=postgres" \
-    --mode "$2" --gateways "$1" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" \
+    "${ARGS[@]}" --name "$2" --gateways "$1" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" \
     --idle-per-gateway "$3" 2>>"$OUT/stderr.txt" | grep '^RESULT' || true)
   [[ -n $line ]] || line="RESULT mode=$2 n=$1 failed=1"
   echo "$line idle=$3 rep=$4" | tee -a "$OUT/results.txt"
@@ -87,7 +123,10 @@ for n in $NS; do
   ((idle != IDLE)) && echo "N=$n: $idle idle connections per host instead of $IDLE (memory: $avail_mib MiB available)" | tee -a "$OUT/settings.txt"
   reps=$REPS; ((n >= 1000)) && reps=1
   for ((rep = 1; rep <= reps; rep++)); do
-    for m in $MODES; do point "$n" "$m" "$idle" "$rep"; done
+    for m in $MODES; do
+      # Through the pooler the hosts' idle connections hold no backend: never lowered there.
+      if [[ $m == wake-pooled* ]]; then point "$n" "$m" "$IDLE" "$rep"; else point "$n" "$m" "$idle" "$rep"; fi
+    done
   done
 done
 
@@ -105,21 +144,24 @@ function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]
   add("co", v("commit_p50_ms")); add("pk", v("picked_b")); add("wr", v("writes_b")); add("conns", v("conns_db"))
   add("lis", v("listeners")); add("cpu", v("cpu_ms_per_write")); add("cl", v("client_cpu_ms_per_write"))
   add("mem", v("mem_mib")); add("oth", v("other_cpu_pct"))
+  add("wk", v("wake_cpu_ms_per_write")); add("pl", v("pooler_cpu_ms_per_write"))
+  add("wkm", v("wake_mib")); add("plm", v("pooler_mib"))
   en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
   if (en != "" && en >= 0 && tot > 0) add("notif", 100 * en / tot) }
 END {
-  print "| mode | gateways | runs | write tx/s | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | server memory MiB (PSS) | other CPU % |"
-  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  print "| mode | gateways | runs | write tx/s | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | awp-wake / PgBouncer CPU ms per write | server memory MiB (PSS) | awp-wake / PgBouncer MiB | other CPU % |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for (r = 1; r <= rows; r++) {
     k = order[r]
     if (!runs[k]) { printf "| %s | %s | 0 | failed |\n", mode[k], nn[k]; continue }
     b = mode[k] SUBSEP 1
     ratio = C["tps", b] ? sprintf("%.2f", (S["tps", k] / C["tps", k]) / (S["tps", b] / C["tps", b])) : "n/a"
     cr = C["cpu", b] ? sprintf("%.2f", (S["cpu", b] / C["cpu", b]) / (S["cpu", k] / C["cpu", k])) : "n/a"
-    printf "| %s | %s | %d | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s |\n",
+    printf "| %s | %s | %d | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s |\n",
       mode[k], nn[k], runs[k], m("tps", "%.0f"), ratio, cr, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
       m("co", "%.1f"), m("l50", "%.1f"), m("l99", "%.1f"), m("pk", "%.0f"), m("wr", "%.0f"), m("conns", "%.0f"), m("lis", "%.0f"),
-      C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("cl", "%.2f"), m("mem", "%.0f"), m("oth", "%.0f")
+      C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("cl", "%.2f"), m("wk", "%.2f"), m("pl", "%.2f"),
+      m("mem", "%.0f"), m("wkm", "%.0f"), m("plm", "%.0f"), m("oth", "%.0f")
   }
 }' "$OUT/results.txt" | tee "$OUT/table.txt"
-echo "(DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); other CPU: the rest of the machine during phase A. Results in $OUT)"
+echo "(DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); awp-wake / PgBouncer: their own processes, phase A; connections: client backends of the database (through PgBouncer: its server connections, the writers and awp-wake's LISTEN); other CPU: the rest of the machine during phase A. Results in $OUT)"

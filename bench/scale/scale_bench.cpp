@@ -20,17 +20,29 @@
 //   edge    per-gateway channels and listeners as today, but a write NOTIFYs only when its
 //           gateway's queue had been armed (a bench_wake row: the gateway re-arms it when a lease
 //           finds the queue empty, then leases once more, so no wake-up is lost).
+//   awp-wake the design awp ships (sql/0025, docs/protocols/wake-relay.md): the migrations' own
+//           triggers (every per-gateway NOTIFY also raised on awp_wake), a real awp-wake process
+//           started here (--wake-bin), and each host's two daemons holding one stream each
+//           (http::relay_opener, the gateway's own login as the Basic credentials, which the relay
+//           checks by logging in); the hosts have no LISTEN session.
+// Logins and where the hosts connect (--login, --pooler): "super" (the superuser over the unix
+// socket: direct, relay, edge), "gateway" (each host its own login awp_gw_scale_<k> made by
+// awp_gateway_role, under row-level security, as a real host), "shared" (one work login for
+// every host, the daemons' DATABASE_URL login). With --pooler every host connection goes through
+// that PgBouncer (transaction mode) and statements are sent unnamed (DATABASE_PREPARED=off).
 //
-// What it does not reproduce: the hosts connect as the superuser over the unix socket (not each
-// gateway's own login under row-level security, sql/0023); the dispatcher's agent scan before
-// each lease is left out (one agent per gateway, leased directly); in relay mode the hosts have
-// no safety poll of their own (the relay's listener polls and wakes every host).
+// What it does not reproduce: with --login super the hosts bypass row-level security; the
+// dispatcher's agent scan before each lease is left out (one agent per gateway, leased directly);
+// in relay mode the hosts have no safety poll of their own (the relay's listener polls and wakes
+// every host).
 //
 // After a warm-up row per queue and gateway, phases: (A) W writers as fast as they can for T
 // seconds: write throughput, DB CPU per write, pickup under full load; (B) writers at a fixed total
 // rate R for T seconds: pickup p50/p99. Then connections (pg_stat_activity) and backend memory (PSS
 // of every server process). Prints one line "RESULT key=value ...".
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <dirent.h>
@@ -57,18 +69,21 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/connect_pair.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
 #include "awp/core/channels.hpp"
 #include "awp/core/lease.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/notify.hpp"
 #include "awp/core/pg.hpp"
+#include "awp/http/wake.hpp"
 #include "queue_sql.hpp"
 
 namespace net = boost::asio;
@@ -80,7 +95,8 @@ namespace {
 
 constexpr const char* kTenant = "00000000-0000-0000-0000-000000000000";
 
-enum class mode { direct, relay, edge };
+enum class mode { direct, relay, edge, awp_wake };
+enum class login_kind { super, shared, gateway };
 
 struct options {
     std::string conninfo = "host=/tmp port=5432 user=postgres";  // without dbname
@@ -88,6 +104,14 @@ struct options {
     std::string template_db = "awp_test_template";
     mode wake = mode::direct;
     std::string mode_name = "direct";
+    std::string name;  // the row's name in the table (default mode_name)
+    login_kind login = login_kind::super;
+    std::string pooler;          // "host=... port=..." of a PgBouncer: hosts connect through it
+    std::string pooler_pidfile;  // its pid file: its CPU and memory are measured
+    std::string shared_url;      // --login shared: the URL whose user and password every host uses
+    std::string wake_bin;        // awp-wake's binary (mode awp-wake)
+    std::string auth_url;        // where awp-wake checks logins (TCP: a password login)
+    int wake_port = 18095;
     int gateways = 1;
     double seconds = 5;
     int writers = 4;
@@ -200,13 +224,14 @@ private:
 
 struct gateway {
     gateway(net::io_context& io_, const options& o, std::string id_, std::string slug_,
-            std::string agent_, const std::string& dsn_)
+            std::string agent_, const std::string& dsn_, pg::login own_)
         : io(io_),
           opt(o),
           id(std::move(id_)),
           slug(std::move(slug_)),
           agent(std::move(agent_)),
           dsn(dsn_),
+          own(std::move(own_)),
           cq(*this, dsn_),
           iq(*this, dsn_, o.inbox_slots),
           relay_end(io_) {}
@@ -214,6 +239,7 @@ struct gateway {
     net::io_context& io;
     const options& opt;
     std::string id, slug, agent, dsn;
+    pg::login own;  // the gateway's own login: its stream's credentials (mode awp-wake)
     command_queue cq;
     inbox_queue iq;
     std::unique_ptr<core::queue_driver<command_queue>> cd;
@@ -244,8 +270,13 @@ struct gateway {
         i.concurrency = static_cast<std::size_t>(opt.inbox_slots);
         core::queue_hooks ch, ih;
         if (opt.wake != mode::relay) {
-            c.listen = {dsn, {core::channels::commands(id)}, 30s, "cmd-listen"};
-            i.listen = {dsn, {core::channels::inbox(id)}, 30s, "inbox-listen"};
+            c.listen = {dsn, {core::channels::commands(id)}, 30s, "cmd-listen", {}};
+            i.listen = {dsn, {core::channels::inbox(id)}, 30s, "inbox-listen", {}};
+            if (opt.wake == mode::awp_wake) {  // each daemon its own stream, as on a real host
+                const auto url = "http://127.0.0.1:" + std::to_string(opt.wake_port);
+                c.listen.relay = awp::http::relay_opener(url, own, "");
+                i.listen.relay = awp::http::relay_opener(url, own, "");
+            }
             const auto cchan = c.listen.channels[0], ichan = i.listen.channels[0];
             ch.on_notify = [this, cchan](const pg::notification& n) {
                 if (n.channel != cchan) return false;
@@ -357,7 +388,7 @@ struct relay {
     }
     void start() {
         l = std::make_unique<core::listener>(
-            core::listener_options{dsn, {"awp_wake"}, 30s, "relay"},
+            core::listener_options{dsn, {"awp_wake"}, 30s, "relay", {}},
             [this](const pg::notification& n) {
                 ++received;
                 const auto colon = n.payload.rfind(':');
@@ -553,10 +584,78 @@ long long db_value(const std::string& dsn, const char* sql) {
     return c.exec(sql).get<long long>(0, 0);
 }
 
+// ---- awp-wake, started per point (its login cache and its LISTEN belong to this database) -----
+
+pid_t g_wake_pid = 0;
+
+void stop_wake() {
+    if (g_wake_pid > 0) {
+        ::kill(g_wake_pid, SIGKILL);
+        ::waitpid(g_wake_pid, nullptr, 0);
+        g_wake_pid = 0;
+    }
+}
+
+[[noreturn]] void fail(const std::string& what) {
+    std::cerr << what << "\n";
+    stop_wake();
+    std::cout.flush();
+    std::_Exit(1);
+}
+
+pid_t start_wake(const options& o, const std::string& listen_dsn) {
+    const pid_t pid = ::fork();
+    if (pid < 0) fail("fork failed");
+    if (pid == 0) {
+        ::setenv("DATABASE_URL", listen_dsn.c_str(), 1);
+        ::setenv("AUTH_DATABASE_URL", o.auth_url.c_str(), 1);
+        ::setenv("WAKE_BIND", "127.0.0.1", 1);
+        ::setenv("WAKE_PORT", std::to_string(o.wake_port).c_str(), 1);
+        ::setenv("LOG_LEVEL", "warn", 1);
+        ::execl(o.wake_bin.c_str(), o.wake_bin.c_str(), static_cast<char*>(nullptr));
+        std::perror("exec awp-wake");
+        std::_Exit(127);
+    }
+    return pid;
+}
+
+// awp-wake's /healthz: the number of open streams, -1 while it is not listening or not up.
+long wake_streams(int port) {
+    try {
+        net::io_context io;
+        net::ip::tcp::socket s(io);
+        s.connect({net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
+        const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        net::write(s, net::buffer(req));
+        std::string body;
+        boost::system::error_code ec;
+        char buf[1024];
+        for (;;) {
+            const auto n = s.read_some(net::buffer(buf), ec);
+            body.append(buf, n);
+            if (ec) break;
+        }
+        if (body.find("\"listening\":true") == std::string::npos) return -1;
+        const auto at = body.find("\"streams\":");
+        return at == std::string::npos ? -1 : std::atol(body.c_str() + at + 10);
+    } catch (const std::exception&) {
+        return -1;
+    }
+}
+
+int read_pidfile(const std::string& path) {
+    std::ifstream f(path);
+    int pid = 0;
+    f >> pid;
+    return pid;
+}
+
 void usage() {
     std::cerr << "usage: scale_bench --conninfo 'host=... port=... user=postgres' --mode "
-                 "direct|relay|edge --gateways N [--seconds T] [--writers W] [--rate R] "
-                 "[--threads K] [--idle-per-gateway I] [--db NAME] [--template NAME]\n";
+                 "direct|relay|edge|awp-wake --gateways N [--seconds T] [--writers W] [--rate R] "
+                 "[--threads K] [--idle-per-gateway I] [--db NAME] [--template NAME] [--name NAME] "
+                 "[--login super|shared|gateway] [--shared-url URL] [--pooler 'host=... port=...'] "
+                 "[--pooler-pidfile FILE] [--wake-bin PATH] [--auth-url URL] [--wake-port P]\n";
 }
 
 }  // namespace
@@ -592,6 +691,32 @@ int main(int argc, char** argv) {
             o.db = val();
         else if (a == "--template")
             o.template_db = val();
+        else if (a == "--name")
+            o.name = val();
+        else if (a == "--login") {
+            const auto l = val();
+            if (l == "super")
+                o.login = login_kind::super;
+            else if (l == "shared")
+                o.login = login_kind::shared;
+            else if (l == "gateway")
+                o.login = login_kind::gateway;
+            else {
+                usage();
+                return 2;
+            }
+        } else if (a == "--shared-url")
+            o.shared_url = val();
+        else if (a == "--pooler")
+            o.pooler = val();
+        else if (a == "--pooler-pidfile")
+            o.pooler_pidfile = val();
+        else if (a == "--wake-bin")
+            o.wake_bin = val();
+        else if (a == "--auth-url")
+            o.auth_url = val();
+        else if (a == "--wake-port")
+            o.wake_port = std::stoi(val());
         else {
             usage();
             return 2;
@@ -603,10 +728,22 @@ int main(int argc, char** argv) {
         o.wake = mode::relay;
     else if (o.mode_name == "edge")
         o.wake = mode::edge;
+    else if (o.mode_name == "awp-wake")
+        o.wake = mode::awp_wake;
     else {
         usage();
         return 2;
     }
+    if (o.name.empty()) o.name = o.mode_name;
+    if ((o.wake == mode::awp_wake && (o.wake_bin.empty() || o.auth_url.empty())) ||
+        (o.login == login_kind::shared && o.shared_url.empty()) ||
+        (!o.pooler.empty() && o.login == login_kind::super)) {
+        // The pooler looks logins up (auth_query) and never admits a superuser.
+        usage();
+        return 2;
+    }
+    // Through a transaction pooler: no protocol-level named statements (DATABASE_PREPARED=off).
+    if (!o.pooler.empty()) pg::set_named_statements(false);
     core::log::init("scale_bench", core::log::level::error);
     const std::string admin_dsn = o.conninfo + " dbname=postgres";
     const std::string dsn = o.conninfo + " dbname=" + o.db;
@@ -622,6 +759,7 @@ int main(int argc, char** argv) {
     }();
     std::vector<target> targets;
     std::vector<std::string> slugs;
+    std::vector<pg::login> logins;  // each gateway's own
     {
         auto c = pg::connection::connect(dsn);
         if (o.wake == mode::relay) {
@@ -691,6 +829,18 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
             targets.push_back({g.get<std::string>(k, 0), g.get<std::string>(k, 1)});
             slugs.push_back(g.get<std::string>(k, 2));
         }
+        // Each gateway's own login (sql/0023), as awpctl gateway credential makes it: for the
+        // hosts' connections (--login gateway) and their streams (mode awp-wake). The role names
+        // are fixed, so a later point re-keys the same roles to its new gateways.
+        if (o.login == login_kind::gateway || o.wake == mode::awp_wake) {
+            for (int k = 0; k < g.size(); ++k) {
+                const auto role = "awp_gw_scale_" + std::to_string(k + 1);
+                const auto pw = "scale-bench-password-" + std::to_string(k + 1) + "-0123456789";
+                c.exec("SELECT 1 FROM public.awp_gateway_role($1, $2, $3)",
+                       {targets[static_cast<std::size_t>(k)].gateway, pw, role});
+                logins.push_back({role, pw});
+            }
+        }
         if (o.wake == mode::edge) {
             c.exec(
                 "INSERT INTO public.bench_wake (gateway_id, q) SELECT g.id, q FROM "
@@ -708,12 +858,31 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         ios.push_back(std::make_unique<net::io_context>(1));
         guards.push_back(net::make_work_guard(*ios.back()));
     }
+    // Where and as whom each host connects.
+    const std::string host_base = (o.pooler.empty() ? o.conninfo : o.pooler) + " dbname=" + o.db;
+    const pg::login shared =
+        o.login == login_kind::shared ? pg::dsn_login(o.shared_url) : pg::login{};
     std::vector<std::unique_ptr<gateway>> gws;
     for (std::size_t k = 0; k < targets.size(); ++k) {
+        const pg::login own = k < logins.size() ? logins[k] : pg::login{};
+        const std::string host_dsn = o.login == login_kind::super ? dsn
+                                     : o.login == login_kind::shared
+                                         ? pg::dsn_with_login(host_base, shared)
+                                         : pg::dsn_with_login(host_base, own);
         gws.push_back(std::make_unique<gateway>(*ios[k % static_cast<std::size_t>(nthreads)], o,
                                                 targets[k].gateway, slugs[k], targets[k].agent,
-                                                dsn));
+                                                host_dsn, own));
     }
+    int wake_pid = 0;
+    if (o.wake == mode::awp_wake) {
+        wake_pid = g_wake_pid = start_wake(o, dsn);
+        const auto t = now_ns();
+        while (wake_streams(o.wake_port) < 0) {
+            if (static_cast<double>(now_ns() - t) / 1e9 > 30) fail("awp-wake did not come up");
+            std::this_thread::sleep_for(100ms);
+        }
+    }
+    const int pooler_pid = o.pooler_pidfile.empty() ? 0 : read_pidfile(o.pooler_pidfile);
     std::unique_ptr<relay> rl;
     if (o.wake == mode::relay) {
         rl = std::make_unique<relay>(*ios.back(), dsn);
@@ -726,9 +895,12 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     for (auto& io : ios) threads.emplace_back([p = io.get()] { p->run(); });
 
     // Ready: every connection open, every listener (or the relay) listening.
-    const int per_gw = 2 + o.inbox_slots + o.idle_per_gateway + (o.wake == mode::relay ? 0 : 2);
-    const long expected = static_cast<long>(per_gw) * o.gateways + (o.wake == mode::relay ? 1 : 0);
-    long conns = 0, listeners = 0;
+    // Through a pooler the server connections are the pooler's: only the hosts' own count.
+    const bool own_listen = o.wake == mode::direct || o.wake == mode::edge;
+    const int per_gw = 2 + o.inbox_slots + o.idle_per_gateway + (own_listen ? 2 : 0);
+    const long expected =
+        o.pooler.empty() ? static_cast<long>(per_gw) * o.gateways + (own_listen ? 0 : 1) : 1;
+    long conns = 0, listeners = 0, streams = 0;
     for (;;) {
         const auto r = admin.exec(
             "SELECT count(*), count(*) FILTER (WHERE query LIKE 'LISTEN%') FROM pg_stat_activity "
@@ -738,14 +910,16 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         listeners = r.get<long>(0, 1);
         int ready = 0;
         for (auto& g : gws) ready += g->connected.load();
-        const long want_listeners = o.wake == mode::relay ? 1 : 2L * o.gateways;
-        if (conns >= expected && listeners >= want_listeners && ready == o.gateways) break;
+        const long want_listeners = own_listen ? 2L * o.gateways : 1;
+        if (o.wake == mode::awp_wake) streams = wake_streams(o.wake_port);
+        const bool streams_ok = o.wake != mode::awp_wake || streams >= 2L * o.gateways;
+        if (conns >= expected && listeners >= want_listeners && ready == o.gateways && streams_ok)
+            break;
         if (static_cast<double>(now_ns() - t_setup) / 1e9 > o.ready_timeout) {
-            std::cerr << "not ready after " << o.ready_timeout << " s: " << conns << " of "
-                      << expected << " connections, " << listeners << " listeners, " << ready
-                      << " hosts connected\n";
-            std::cout.flush();
-            std::_Exit(1);
+            fail("not ready after " + std::to_string(o.ready_timeout) + " s: " +
+                 std::to_string(conns) + " of " + std::to_string(expected) + " connections, " +
+                 std::to_string(listeners) + " listeners, " + std::to_string(ready) +
+                 " hosts connected, " + std::to_string(streams) + " streams");
         }
         std::this_thread::sleep_for(500ms);
     }
@@ -788,8 +962,13 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     // The server's CPU is counted until the rows written are picked up and finished (drained):
     // per write, it is the insert, its wake-up and its lease and final transition.
     const std::uint64_t before_a = g_picked.load();
+    // awp-wake's and PgBouncer's own CPU (outside the server and this process).
+    const auto aux_ticks = [&](int pid) {
+        return pid > 0 ? read_stat_cpu(pid, false, nullptr) : 0;
+    };
     long long ticks0 = server_ticks(postmaster);
     long long self0 = read_stat_cpu(getpid(), false, nullptr);
+    long long wake0 = aux_ticks(wake_pid), pool0 = aux_ticks(pooler_pid);
     const long long busy0 = machine_busy_ticks();
     const auto wall0 = now_ns();
     phase_result a = run_writers(o, dsn, targets, 0);
@@ -797,9 +976,13 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     std::this_thread::sleep_for(200ms);  // the last finish_and_lease / complete
     a.ticks = server_ticks(postmaster) - ticks0;
     a.client_ticks = read_stat_cpu(getpid(), false, nullptr) - self0;
+    const long long wake_ticks_a = aux_ticks(wake_pid) - wake0;
+    const long long pool_ticks_a = aux_ticks(pooler_pid) - pool0;
     // CPU taken by anything else on the (shared) machine during phase A, % of all cores.
     const double other_pct =
-        100.0 * static_cast<double>(machine_busy_ticks() - busy0 - a.ticks - a.client_ticks) /
+        100.0 *
+        static_cast<double>(machine_busy_ticks() - busy0 - a.ticks - a.client_ticks - wake_ticks_a -
+                            pool_ticks_a) /
         (static_cast<double>(now_ns() - wall0) / 1e9 * static_cast<double>(sysconf(_SC_CLK_TCK)) *
          static_cast<double>(std::thread::hardware_concurrency()));
     const std::uint64_t after_a = g_picked.load();
@@ -830,6 +1013,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         ++nproc_all;
     }
     pss_all += pss_kb(postmaster);
+    const double wake_mib = wake_pid > 0 ? static_cast<double>(pss_kb(wake_pid)) / 1024.0 : 0;
+    const double pool_mib = pooler_pid > 0 ? static_cast<double>(pss_kb(pooler_pid)) / 1024.0 : 0;
     const auto pids = admin.exec(
         "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
         {o.db});
@@ -884,6 +1069,10 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     const double client_ms_b =
         b.writes ? static_cast<double>(b.client_ticks) * 1e3 / hz / static_cast<double>(b.writes)
                  : NAN;
+    const auto per_write_a = [&](long long ticks) {
+        return a.writes ? static_cast<double>(ticks) * 1e3 / hz / static_cast<double>(a.writes)
+                        : NAN;
+    };
     const double a50 = pct(lat_a, 0.5), a99 = pct(lat_a, 0.99);
     const double b50 = pct(lat_b, 0.5), b99 = pct(lat_b, 0.99);
     const double bmax = lat_b.empty() ? NAN : lat_b.back();
@@ -897,16 +1086,24 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         "commit_p50_ms=%.2f commit_p99_ms=%.2f loaded_commit_p50_ms=%.2f listeners=%ld "
         "mem_mib=%.1f mem_db_mib=%.1f server_procs=%d setup_s=%.1f drain_a_s=%.2f drain_b_s=%.2f "
         "edge_notifies=%lld client_cpu_ms_per_write=%.3f "
-        "client_cpu_ms_per_write_b=%.3f other_cpu_pct=%.0f\n",
-        o.mode_name.c_str(), o.gateways, wb50, wb99, wa50, wa99, tps,
+        "client_cpu_ms_per_write_b=%.3f other_cpu_pct=%.0f wake_cpu_ms_per_write=%.3f "
+        "wake_mib=%.1f pooler_cpu_ms_per_write=%.3f pooler_mib=%.1f login=%s pooled=%d "
+        "streams=%ld\n",
+        o.name.c_str(), o.gateways, wb50, wb99, wa50, wa99, tps,
         static_cast<unsigned long long>(a.writes), na, cpu_ms_a, a50, a99, o.rate,
         static_cast<unsigned long long>(b.writes), nb, b50, b99, bmax, cpu_ms_b, conns, all_conns,
         b.commit_p50, b.commit_p99, a.commit_p50, listeners, static_cast<double>(pss_all) / 1024.0,
         static_cast<double>(pss_db) / 1024.0, nproc_all + 1, setup_s, drain_a, drain_b, notified,
-        client_ms_a, client_ms_b, other_pct);
+        client_ms_a, client_ms_b, other_pct, per_write_a(wake_ticks_a), wake_mib,
+        per_write_a(pool_ticks_a), pool_mib,
+        o.login == login_kind::super    ? "super"
+        : o.login == login_kind::shared ? "shared"
+                                        : "gateway",
+        o.pooler.empty() ? 0 : 1, streams);
     (void)after_a;
     (void)after_b;
     std::fflush(stdout);
+    stop_wake();
     // The hosts are not wound down one by one: the process ends and every socket with it; the
     // next point (or run.sh) drops the database WITH (FORCE).
     std::_Exit(0);
