@@ -17,6 +17,25 @@ using namespace net::experimental::awaitable_operators;
 listener::listener(listener_options opts, notify_fn on_notify, rescan_fn on_rescan)
     : opts_(std::move(opts)), on_notify_(std::move(on_notify)), on_rescan_(std::move(on_rescan)) {}
 
+namespace {
+// Both sources' pause between attempts: says why, then waits the back-off; stop() cancels the
+// wait through `slot`.
+net::awaitable<void> pause_before_retry(pg::backoff& backoff, bool& connected,
+                                        net::steady_timer*& slot, const std::string& name,
+                                        const std::string& failure, const char* lost,
+                                        const char* cannot) {
+    const auto wait = backoff.next();
+    log::warn(connected ? lost : cannot,
+              {{"listener", name}, {"error", failure}, {"retry_ms", wait.count()}});
+    connected = false;
+    net::steady_timer t(co_await net::this_coro::executor, wait);
+    slot = &t;
+    boost::system::error_code ec;
+    co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
+    slot = nullptr;
+}
+}  // namespace
+
 void listener::stop() {
     stopping_ = true;
     if (timer_) timer_->cancel();
@@ -35,15 +54,9 @@ net::awaitable<void> listener::run() {
     while (!stopping_) {
         const std::string failure = co_await connect_and_serve(ex, backoff);
         if (stopping_) break;
-        const auto wait = backoff.next();
-        log::warn(connected_ ? "listen connection lost, reconnecting" : "cannot listen, retrying",
-                  {{"listener", opts_.name}, {"error", failure}, {"retry_ms", wait.count()}});
-        connected_ = false;
-        net::steady_timer t(ex, wait);
-        timer_ = &t;
-        boost::system::error_code ec;
-        co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
-        timer_ = nullptr;
+        co_await pause_before_retry(backoff, connected_, timer_, opts_.name, failure,
+                                    "listen connection lost, reconnecting",
+                                    "cannot listen, retrying");
     }
     connected_ = false;
 }
@@ -116,21 +129,13 @@ net::awaitable<void> listener::run_relay() {
 }
 
 net::awaitable<void> listener::relay_connections() {
-    auto ex = co_await net::this_coro::executor;
     pg::backoff backoff;
     while (!stopping_) {
         const std::string failure = co_await relay_serve(backoff);
         if (stopping_) break;
-        const auto wait = backoff.next();
-        log::warn(connected_ ? "wake relay stream lost, reconnecting"
-                             : "cannot open the wake relay stream, retrying",
-                  {{"listener", opts_.name}, {"error", failure}, {"retry_ms", wait.count()}});
-        connected_ = false;
-        net::steady_timer t(ex, wait);
-        timer_ = &t;
-        boost::system::error_code ec;
-        co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
-        timer_ = nullptr;
+        co_await pause_before_retry(backoff, connected_, timer_, opts_.name, failure,
+                                    "wake relay stream lost, reconnecting",
+                                    "cannot open the wake relay stream, retrying");
     }
 }
 
