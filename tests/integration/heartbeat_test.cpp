@@ -13,6 +13,7 @@
 #include "awp/core/heartbeat.hpp"
 #include "awp/core/pg.hpp"
 #include "support/private_cluster.hpp"
+#include "support/run_until.hpp"
 #include "support/test_db.hpp"
 
 namespace net = boost::asio;
@@ -20,17 +21,9 @@ namespace pg = awp::core::pg;
 namespace hb = awp::core::heartbeat;
 using namespace std::chrono_literals;
 
-namespace {
+using awp::test::run_until;
 
-template <class P>
-bool run_until(net::io_context& ioc, P pred, std::chrono::milliseconds timeout) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (!pred() && std::chrono::steady_clock::now() < end) {
-        ioc.restart();
-        ioc.run_for(10ms);
-    }
-    return pred();
-}
+namespace {
 
 std::string one(pg::connection& c, const std::string& sql, const pg::params& p = {}) {
     auto r = c.exec(sql, p);

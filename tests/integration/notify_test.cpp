@@ -14,24 +14,14 @@
 #include "awp/core/notify.hpp"
 #include "awp/core/wake.hpp"
 #include "support/private_cluster.hpp"
+#include "support/run_until.hpp"
 #include "support/test_db.hpp"
 
 namespace net = boost::asio;
 using namespace awp::core;
 using namespace std::chrono_literals;
 
-namespace {
-// Runs the io_context until pred() holds or the timeout passes; returns pred().
-template <class P>
-bool run_until(net::io_context& ioc, P pred, std::chrono::milliseconds timeout) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (!pred() && std::chrono::steady_clock::now() < end) {
-        ioc.restart();
-        ioc.run_for(10ms);
-    }
-    return pred();
-}
-}  // namespace
+using awp::test::run_until;
 
 TEST_CASE("a burst of 1,000 notifications is drained, none lost", "[notify]") {
     awp::test::scoped_database db;

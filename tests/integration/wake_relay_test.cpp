@@ -14,6 +14,7 @@
 #include "awp/core/wake.hpp"
 #include "awp/http/client.hpp"
 #include "awp/http/wake.hpp"
+#include "support/run_until.hpp"
 #include "support/test_db.hpp"
 #include "wake/relay.hpp"
 
@@ -22,17 +23,9 @@ namespace pg = awp::core::pg;
 using namespace awp::core;
 using namespace std::chrono_literals;
 
-namespace {
+using awp::test::run_until;
 
-template <class P>
-bool run_until(net::io_context& ioc, P pred, std::chrono::milliseconds timeout) {
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    while (!pred() && std::chrono::steady_clock::now() < end) {
-        ioc.restart();
-        ioc.run_for(10ms);
-    }
-    return pred();
-}
+namespace {
 
 constexpr const char* kTenant = "00000000-0000-0000-0000-000000000000";
 
