@@ -100,7 +100,7 @@ mode_args() {  # MODE -> ARGS, scale_bench's flags
   case $1 in
     direct | relay | edge) ARGS=(--mode "$1") ;;
     wake) ARGS=("${wake[@]}" --login gateway) ;;
-    wake-pooled) ARGS=("${wake[@]}" "${pool[@]}" --login shared --shared-url "$DATABASE_URL") ;;
+    wake-pooled) ARGS=("${wake[@]}" "${pool[@]}" --login shared) ;;  # its DATABASE_URL, from cluster.env
     wake-pooled-gw) ARGS=("${wake[@]}" "${pool[@]}" --login gateway) ;;
     *) echo "unknown mode $1" >&2; exit 2 ;;
   esac

@@ -69,20 +69,20 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/connect_pair.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 
 #include "awp/core/channels.hpp"
+#include "awp/core/json.hpp"
 #include "awp/core/lease.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/notify.hpp"
 #include "awp/core/pg.hpp"
+#include "awp/http/client.hpp"
 #include "awp/http/wake.hpp"
 #include "queue_sql.hpp"
 
@@ -108,7 +108,7 @@ struct options {
     login_kind login = login_kind::super;
     std::string pooler;          // "host=... port=..." of a PgBouncer: hosts connect through it
     std::string pooler_pidfile;  // its pid file: its CPU and memory are measured
-    std::string shared_url;      // --login shared: the URL whose user and password every host uses
+    std::string shared_url;      // --login shared: DATABASE_URL, whose login every host uses
     std::string wake_bin;        // awp-wake's binary (mode awp-wake)
     std::string auth_url;        // where awp-wake checks logins (TCP: a password login)
     int wake_port = 18095;
@@ -622,24 +622,17 @@ pid_t start_wake(const options& o, const std::string& listen_dsn) {
 // awp-wake's /healthz: the number of open streams, -1 while it is not listening or not up.
 long wake_streams(int port) {
     try {
-        net::io_context io;
-        net::ip::tcp::socket s(io);
-        s.connect({net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)});
-        const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-        net::write(s, net::buffer(req));
-        std::string body;
-        boost::system::error_code ec;
-        char buf[1024];
-        for (;;) {
-            const auto n = s.read_some(net::buffer(buf), ec);
-            body.append(buf, n);
-            if (ec) break;
-        }
-        if (body.find("\"listening\":true") == std::string::npos) return -1;
-        const auto at = body.find("\"streams\":");
-        return at == std::string::npos ? -1 : std::atol(body.c_str() + at + 10);
+        awp::http::client_request r;
+        r.url = "http://127.0.0.1:" + std::to_string(port) + "/healthz";
+        r.timeout = std::chrono::seconds(5);
+        const auto res = awp::http::fetch_sync(std::move(r));
+        const auto doc = core::json::try_parse(res.body, core::json::kSmall);
+        if (res.status != 200 || !doc || !doc->IsObject() || !doc->HasMember("streams") ||
+            !(*doc)["streams"].IsInt64())
+            return -1;
+        return static_cast<long>((*doc)["streams"].GetInt64());
     } catch (const std::exception&) {
-        return -1;
+        return -1;  // not up yet
     }
 }
 
@@ -654,7 +647,7 @@ void usage() {
     std::cerr << "usage: scale_bench --conninfo 'host=... port=... user=postgres' --mode "
                  "direct|relay|edge|awp-wake --gateways N [--seconds T] [--writers W] [--rate R] "
                  "[--threads K] [--idle-per-gateway I] [--db NAME] [--template NAME] [--name NAME] "
-                 "[--login super|shared|gateway] [--shared-url URL] [--pooler 'host=... port=...'] "
+                 "[--login super|shared|gateway] [--pooler 'host=... port=...'] "
                  "[--pooler-pidfile FILE] [--wake-bin PATH] [--auth-url URL] [--wake-port P]\n";
 }
 
@@ -705,9 +698,7 @@ int main(int argc, char** argv) {
                 usage();
                 return 2;
             }
-        } else if (a == "--shared-url")
-            o.shared_url = val();
-        else if (a == "--pooler")
+        } else if (a == "--pooler")
             o.pooler = val();
         else if (a == "--pooler-pidfile")
             o.pooler_pidfile = val();
@@ -735,6 +726,8 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (o.name.empty()) o.name = o.mode_name;
+    // From the environment, not the command line (where every local user could read its password).
+    if (const char* u = std::getenv("DATABASE_URL")) o.shared_url = u;
     if ((o.wake == mode::awp_wake && (o.wake_bin.empty() || o.auth_url.empty())) ||
         (o.login == login_kind::shared && o.shared_url.empty()) ||
         (!o.pooler.empty() && o.login == login_kind::super)) {
@@ -1058,21 +1051,15 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     }
     const double hz = static_cast<double>(sysconf(_SC_CLK_TCK));
     const double tps = static_cast<double>(a.writes) / a.seconds;
-    const double cpu_ms_a =
-        a.writes ? static_cast<double>(a.ticks) * 1e3 / hz / static_cast<double>(a.writes) : NAN;
-    const double cpu_ms_b =
-        b.writes ? static_cast<double>(b.ticks) * 1e3 / hz / static_cast<double>(b.writes) : NAN;
-    const std::size_t na = lat_a.size(), nb = lat_b.size();
-    const double client_ms_a =
-        a.writes ? static_cast<double>(a.client_ticks) * 1e3 / hz / static_cast<double>(a.writes)
-                 : NAN;
-    const double client_ms_b =
-        b.writes ? static_cast<double>(b.client_ticks) * 1e3 / hz / static_cast<double>(b.writes)
-                 : NAN;
-    const auto per_write_a = [&](long long ticks) {
-        return a.writes ? static_cast<double>(ticks) * 1e3 / hz / static_cast<double>(a.writes)
-                        : NAN;
+    // CPU ticks of a phase as milliseconds per write of that phase.
+    const auto per_write = [&](const phase_result& ph, long long ticks) {
+        return ph.writes ? static_cast<double>(ticks) * 1e3 / hz / static_cast<double>(ph.writes)
+                         : NAN;
     };
+    const double cpu_ms_a = per_write(a, a.ticks), cpu_ms_b = per_write(b, b.ticks);
+    const double client_ms_a = per_write(a, a.client_ticks);
+    const double client_ms_b = per_write(b, b.client_ticks);
+    const std::size_t na = lat_a.size(), nb = lat_b.size();
     const double a50 = pct(lat_a, 0.5), a99 = pct(lat_a, 0.99);
     const double b50 = pct(lat_b, 0.5), b99 = pct(lat_b, 0.99);
     const double bmax = lat_b.empty() ? NAN : lat_b.back();
@@ -1094,8 +1081,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         static_cast<unsigned long long>(b.writes), nb, b50, b99, bmax, cpu_ms_b, conns, all_conns,
         b.commit_p50, b.commit_p99, a.commit_p50, listeners, static_cast<double>(pss_all) / 1024.0,
         static_cast<double>(pss_db) / 1024.0, nproc_all + 1, setup_s, drain_a, drain_b, notified,
-        client_ms_a, client_ms_b, other_pct, per_write_a(wake_ticks_a), wake_mib,
-        per_write_a(pool_ticks_a), pool_mib,
+        client_ms_a, client_ms_b, other_pct, per_write(a, wake_ticks_a), wake_mib,
+        per_write(a, pool_ticks_a), pool_mib,
         o.login == login_kind::super    ? "super"
         : o.login == login_kind::shared ? "shared"
                                         : "gateway",
