@@ -70,11 +70,11 @@ table public.agent_commands (owner postgres), row level security forced, with (a
   CREATE TRIGGER agent_commands_notify_insert AFTER INSERT ON public.agent_commands REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.awp_notify_commands()
   CREATE TRIGGER agent_commands_notify_requeued AFTER UPDATE ON public.agent_commands FOR EACH ROW WHEN (new.status = 'pending'::public.command_status AND (old.status <> 'pending'::public.command_status OR old.gateway_id IS DISTINCT FROM new.gateway_id)) EXECUTE FUNCTION public.awp_notify_command_requeued()
   CREATE TRIGGER agent_commands_zz_run_shell_gate BEFORE INSERT ON public.agent_commands FOR EACH ROW EXECUTE FUNCTION public.awp_commands_run_shell_gate()
-  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = ( SELECT g.gateway_id
+  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)))) WITH CHECK ((gateway_id = ( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_cancel PERMISSIVE FOR UPDATE TO authenticated USING (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = ANY (ARRAY['pending'::public.command_status, 'leased'::public.command_status])))) WITH CHECK (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = 'cancelled'::public.command_status)))
   policy tenant_enqueue PERMISSIVE FOR INSERT TO authenticated WITH CHECK (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = 'pending'::public.command_status)))
@@ -145,11 +145,11 @@ table public.agent_inbox_items (owner postgres), row level security, with (autov
   CREATE TRIGGER agent_inbox_items_notify_insert AFTER INSERT ON public.agent_inbox_items REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.awp_notify_inbox()
   CREATE TRIGGER agent_inbox_items_notify_requeued AFTER UPDATE ON public.agent_inbox_items FOR EACH ROW WHEN (new.gateway_id IS NOT NULL AND (new.status = ANY (ARRAY['pending'::public.inbox_item_status, 'failed'::public.inbox_item_status])) AND (new.not_before IS NULL OR new.not_before <= now()) AND ((old.status <> ALL (ARRAY['pending'::public.inbox_item_status, 'failed'::public.inbox_item_status])) OR old.gateway_id IS DISTINCT FROM new.gateway_id OR old.not_before IS NOT NULL AND old.not_before > now())) EXECUTE FUNCTION public.awp_notify_inbox_requeued()
   CREATE TRIGGER agent_inbox_items_updated_at BEFORE UPDATE ON public.agent_inbox_items FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
-  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = ( SELECT g.gateway_id
+  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)))) WITH CHECK ((gateway_id = ( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -215,9 +215,9 @@ table public.agents (owner postgres), row level security
   CREATE TRIGGER agents_became_ready AFTER UPDATE OF status ON public.agents FOR EACH ROW WHEN (new.status = 'ready'::public.agent_status AND old.status IS DISTINCT FROM 'ready'::public.agent_status AND new.gateway_id IS NOT NULL) EXECUTE FUNCTION public.awp_agents_became_ready()
   CREATE TRIGGER agents_gateway_moved AFTER UPDATE OF gateway_id ON public.agents FOR EACH ROW WHEN (old.gateway_id IS DISTINCT FROM new.gateway_id) EXECUTE FUNCTION public.awp_agents_gateway_moved()
   CREATE TRIGGER agents_updated_at BEFORE UPDATE ON public.agents FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
-  policy gateway_own PERMISSIVE FOR SELECT TO awp_gateway USING ((gateway_id = ( SELECT g.gateway_id
+  policy gateway_own PERMISSIVE FOR SELECT TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -345,14 +345,42 @@ table public.daemon_heartbeats (owner postgres), row level security forced
   constraint daemon_heartbeats_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint daemon_heartbeats_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   CREATE UNIQUE INDEX daemon_heartbeats_pkey ON public.daemon_heartbeats USING btree (gateway_id, daemon, instance)
-  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = ( SELECT g.gateway_id
+  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)))) WITH CHECK ((gateway_id = ( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.gateway_claim_secret (owner postgres), row level security
+  column one boolean NOT NULL DEFAULT true
+  column ipad bytea NOT NULL
+  column opad bytea NOT NULL
+  constraint gateway_claim_secret_ipad_check CHECK (length(ipad) = 64)
+  constraint gateway_claim_secret_one_check CHECK (one)
+  constraint gateway_claim_secret_opad_check CHECK (length(opad) = 64)
+  constraint gateway_claim_secret_pkey PRIMARY KEY (one)
+  CREATE UNIQUE INDEX gateway_claim_secret_pkey ON public.gateway_claim_secret USING btree (one)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.gateway_keys (owner postgres), row level security
+  column gateway_id uuid NOT NULL
+  column tenant_id uuid NOT NULL
+  column secret_sha256 bytea NOT NULL
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column rotated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint gateway_keys_pkey PRIMARY KEY (gateway_id)
+  constraint gateway_keys_secret_sha256_check CHECK (length(secret_sha256) = 32)
+  constraint gateway_keys_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX gateway_keys_pkey ON public.gateway_keys USING btree (gateway_id)
+  policy service_role_all PERMISSIVE FOR SELECT TO service_role USING (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+  column grants created_at: service_role: SELECT
+  column grants gateway_id: service_role: SELECT
+  column grants rotated_at: service_role: SELECT
+  column grants tenant_id: service_role: SELECT
 
 table public.gateway_registration_tokens (owner postgres), row level security
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -417,11 +445,11 @@ table public.gateways (owner postgres), row level security
   CREATE UNIQUE INDEX gateways_tenant_slug_key ON public.gateways USING btree (tenant_id, slug)
   CREATE TRIGGER gateways_run_shell_policy BEFORE INSERT OR UPDATE OF run_shell_policy ON public.gateways FOR EACH ROW EXECUTE FUNCTION public.awp_gateways_run_shell_policy()
   CREATE TRIGGER gateways_updated_at BEFORE UPDATE ON public.gateways FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
-  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((id = ( SELECT g.gateway_id
+  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)))) WITH CHECK ((id = ( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -465,11 +493,11 @@ table public.knowledge_chunks (owner postgres), row level security forced
   CREATE UNIQUE INDEX knowledge_chunks_pkey ON public.knowledge_chunks USING btree (id)
   CREATE INDEX knowledge_chunks_search_vector_gin ON public.knowledge_chunks USING gin (search_vector)
   CREATE TRIGGER knowledge_chunks_updated_at BEFORE UPDATE ON public.knowledge_chunks FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
-  policy gateway_tenant PERMISSIVE FOR ALL TO awp_gateway USING ((tenant_id = ( SELECT g.tenant_id
+  policy gateway_tenant PERMISSIVE FOR ALL TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)))) WITH CHECK ((tenant_id = ( SELECT g.tenant_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant)))) WITH CHECK ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -593,11 +621,11 @@ table public.knowledge_items (owner postgres), row level security
   CREATE TRIGGER knowledge_items_notify_insert AFTER INSERT ON public.knowledge_items REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.awp_notify_embed()
   CREATE TRIGGER knowledge_items_notify_update AFTER UPDATE ON public.knowledge_items REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.awp_notify_embed()
   CREATE TRIGGER knowledge_items_skill_version AFTER INSERT OR UPDATE ON public.knowledge_items FOR EACH ROW WHEN (new.kind = 'skill'::text) EXECUTE FUNCTION public.awp_knowledge_item_version()
-  policy gateway_tenant PERMISSIVE FOR ALL TO awp_gateway USING ((tenant_id = ( SELECT g.tenant_id
+  policy gateway_tenant PERMISSIVE FOR ALL TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)))) WITH CHECK ((tenant_id = ( SELECT g.tenant_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant)))) WITH CHECK ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -741,11 +769,11 @@ table public.secrets (owner postgres), row level security forced
   CREATE TRIGGER secrets_notify_insert AFTER INSERT ON public.secrets REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.awp_notify_secrets()
   CREATE TRIGGER secrets_notify_update AFTER UPDATE ON public.secrets REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION public.awp_notify_secrets()
   CREATE TRIGGER secrets_updated_at BEFORE UPDATE ON public.secrets FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
-  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = ( SELECT g.gateway_id
+  policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)))) WITH CHECK ((gateway_id = ( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -776,9 +804,9 @@ table public.source_connections (owner postgres), row level security forced
   CREATE UNIQUE INDEX source_connections_pkey ON public.source_connections USING btree (id)
   CREATE UNIQUE INDEX source_connections_tenant_id_key ON public.source_connections USING btree (tenant_id, id)
   CREATE TRIGGER source_connections_updated_at BEFORE UPDATE ON public.source_connections FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
-  policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = ( SELECT g.tenant_id
+  policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -829,9 +857,9 @@ table public.task_relations (owner postgres), row level security
   CREATE INDEX task_relations_source_idx ON public.task_relations USING btree (source_task_id)
   CREATE INDEX task_relations_target_idx ON public.task_relations USING btree (target_task_id)
   CREATE UNIQUE INDEX task_relations_unique ON public.task_relations USING btree (tenant_id, source_task_id, target_task_id, relation_type)
-  policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = ( SELECT g.tenant_id
+  policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -880,9 +908,9 @@ table public.tasks (owner postgres), row level security
   CREATE TRIGGER tasks_enqueue_assignment AFTER INSERT OR UPDATE OF assignee_agent_id ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_enqueue_task_assignment()
   CREATE TRIGGER tasks_event_routines AFTER INSERT OR UPDATE ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_fire_event_routines()
   CREATE TRIGGER tasks_updated_at BEFORE UPDATE ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
-  policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = ( SELECT g.tenant_id
+  policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -904,9 +932,9 @@ table public.tenants (owner postgres), row level security forced
   CREATE UNIQUE INDEX tenants_pkey ON public.tenants USING btree (id)
   CREATE UNIQUE INDEX tenants_slug_key ON public.tenants USING btree (slug)
   CREATE TRIGGER tenants_updated_at BEFORE UPDATE ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
-  policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((id = ( SELECT g.tenant_id
+  policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_own_row PERMISSIVE FOR SELECT TO authenticated USING ((id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -996,6 +1024,18 @@ function public.awp_check_search_args(p_fn text, p_match_count integer, p_filter
 function public.awp_check_time_zone(p_timezone text)
   returns text, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function public.awp_claim_gateway(p_key text)
+  returns uuid, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE; awp_gateway: EXECUTE
+function public.awp_claim_mac(p_gateway uuid, p_tenant uuid)
+  returns text, sql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_claimed_gateway()
+  returns uuid, sql STABLE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_claimed_gateway_tenant()
+  returns uuid, sql STABLE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_command_for_transition(p_command_id uuid, p_verb text, p_expected public.command_status[], p_lease_token uuid)
   returns public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -1046,6 +1086,12 @@ function public.awp_expire_knowledge_leases()
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_fire_event_routines()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_gateway_key(p_gateway text, p_secret_sha256 bytea)
+  returns TABLE(gateway_id uuid, tenant_id uuid, slug text), plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_gateway_pool_role(p_password text, p_role text DEFAULT 'awp_pool'::text)
+  returns text, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_gateway_role(p_gateway text, p_password text, p_role text DEFAULT NULL::text)
   returns TABLE(role_name text, gateway_id uuid, tenant_id uuid, slug text), plpgsql VOLATILE SET search_path="", owner postgres

@@ -53,6 +53,7 @@ void add_options(core::daemon::cli& cli, runner_config& cfg, core::daemon::commo
                  option_text& args) {
     cli.add_common(common);
     cli.add_wake(common);
+    cli.add_gateway_key(common);
     auto& app = cli.app();
     app.add_option("--gateway", cfg.gateway_slug, "This gateway's id or slug")
         ->envname("GATEWAY_ID");

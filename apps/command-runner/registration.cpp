@@ -62,6 +62,13 @@ net::awaitable<std::string> register_gateway(pg::session& db, const runner_confi
         throw core::config_error("GATEWAY_ID is not set and no registration is stored in " +
                                  state.string() + ": set GATEWAY_ID or GATEWAY_TOKEN");
     }
+    if (!pg::default_gateway_key().empty()) {
+        // A pool login (GATEWAY_KEY) cannot register: its key already names a gateway.
+        throw core::config_error(
+            "GATEWAY_KEY is set but GATEWAY_ID is not: set GATEWAY_ID to "
+            "the gateway the key belongs to (GATEWAY_TOKEN registers with "
+            "the daemons' shared login, not with a key)");
+    }
     std::optional<std::string> tenant;
     if (!cfg.tenant_id.empty()) tenant = cfg.tenant_id;
     std::optional<std::string> label;

@@ -28,6 +28,7 @@ void config::validate() const {
 void add_options(core::daemon::cli& cli, config& c) {
     cli.add_common(c.common);
     cli.add_wake(c.common, /*relay=*/false);  // awp_embed is not a per-gateway channel
+    cli.add_gateway_key(c.common);
     auto& app = cli.app();
     app.add_option("--bind", c.bind, "Address of the HTTP server (POST /embed, GET /healthz)")
         ->envname("EMBEDDER_BIND")

@@ -33,6 +33,7 @@ void config::validate() const {
 void add_options(core::daemon::cli& cli, config& c) {
     cli.add_common(c.common);
     cli.add_wake(c.common);
+    cli.add_gateway_key(c.common);
     auto& app = cli.app();
     app.add_option("--gateway", c.gateway, "This gateway's id or slug")->envname("GATEWAY_ID");
     app.add_option("--tenant-id", c.tenant_id,

@@ -281,3 +281,60 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION public.awp_gateway_role(text, text, text) FROM PUBLIC, anon, authenticated;
+
+-- Sets a gateway's key (or a new one: the old stops working). For an administrator's session
+-- only. Takes the SHA-256 of the secret, never the secret: awpctl makes the secret, sends its
+-- hash and prints the key, awpk_<gateway id without dashes>_<secret>.
+CREATE OR REPLACE FUNCTION public.awp_gateway_key(p_gateway text, p_secret_sha256 bytea)
+RETURNS TABLE (gateway_id uuid, tenant_id uuid, slug text)
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v_gateway uuid := public.awp_resolve_gateway(p_gateway, NULL);
+  v_tenant uuid;
+  v_slug text;
+BEGIN
+  IF p_secret_sha256 IS NULL OR length(p_secret_sha256) <> 32 THEN
+    RAISE EXCEPTION 'awp_gateway_key: the secret''s SHA-256 is 32 bytes' USING ERRCODE = 'AW004';
+  END IF;
+  SELECT g.tenant_id, g.slug INTO v_tenant, v_slug FROM public.gateways g WHERE g.id = v_gateway;
+  INSERT INTO public.gateway_keys AS k (gateway_id, tenant_id, secret_sha256)
+  VALUES (v_gateway, v_tenant, p_secret_sha256)
+  ON CONFLICT ON CONSTRAINT gateway_keys_pkey
+  DO UPDATE SET secret_sha256 = EXCLUDED.secret_sha256, rotated_at = now();
+  RETURN QUERY SELECT v_gateway, v_tenant, v_slug;
+END
+$$;
+REVOKE ALL ON FUNCTION public.awp_gateway_key(text, bytea) FROM PUBLIC, anon, authenticated, service_role;
+
+-- Creates a pool login (or sets a new password on it): a member of awp_gateway that no gateway is
+-- bound to, `awp_pool_<a-z0-9_>`, for an administrator's session only. Its name can never be a
+-- gateway's own login (those are awp_gw_*, gateway_roles' CHECK).
+CREATE OR REPLACE FUNCTION public.awp_gateway_pool_role(p_password text, p_role text DEFAULT 'awp_pool')
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+BEGIN
+  IF p_password IS NULL OR length(p_password) < 24 THEN
+    RAISE EXCEPTION 'awp_gateway_pool_role: the password must have at least 24 characters'
+      USING ERRCODE = 'AW004';
+  END IF;
+  IF p_role IS NULL OR p_role !~ '^awp_pool(_[a-z0-9_]{1,54})?$' THEN
+    RAISE EXCEPTION 'awp_gateway_pool_role: a pool login is awp_pool or awp_pool_ and 1 to 54 of a-z 0-9 _, got "%"', p_role
+      USING ERRCODE = 'AW004';
+  END IF;
+  IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles r WHERE r.rolname = p_role) THEN
+    EXECUTE format('ALTER ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS '
+                   'NOREPLICATION INHERIT PASSWORD %L', p_role, p_password);
+  ELSE
+    EXECUTE format('CREATE ROLE %I WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS '
+                   'NOREPLICATION INHERIT PASSWORD %L', p_role, p_password);
+  END IF;
+  EXECUTE format('GRANT awp_gateway TO %I', p_role);
+  EXECUTE format('GRANT CONNECT ON DATABASE %I TO %I', pg_catalog.current_database(), p_role);
+  RETURN p_role;
+END
+$$;
+REVOKE ALL ON FUNCTION public.awp_gateway_pool_role(text, text) FROM PUBLIC, anon, authenticated, service_role;

@@ -236,6 +236,36 @@ TEST_CASE("runner e2e: bad configuration exits 78 with a message", "[runner][e2e
         runner_process r(env);
         CHECK(r.wait() == 78);
     }
+    // Gateway keys (docs/security.md, "Gateway keys"): not one, a file that is not there, both
+    // ways at once, and a well-formed key the database refuses on the pool login.
+    const auto host = s.db.pool_login(s.slug);
+    for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+             {"GATEWAY_KEY", "awpk_not-a-key"},
+             {"GATEWAY_KEY", host.key + "x"},
+             {"GATEWAY_KEY_FILE", (s.root / "no-such-key").string()}}) {
+        INFO(name << "=" << value);
+        auto env = s.env("x");
+        env["DATABASE_URL"] = host.dsn;
+        env[name] = value;
+        runner_process r(env);
+        CHECK(r.wait() == 78);
+    }
+    {
+        auto env = s.env("x");
+        env["DATABASE_URL"] = host.dsn;
+        env["GATEWAY_KEY"] = host.key;
+        std::ofstream(s.root / "key") << host.key << "\n";
+        env["GATEWAY_KEY_FILE"] = (s.root / "key").string();
+        runner_process r(env);
+        CHECK(r.wait() == 78);
+    }
+    {
+        auto env = s.env("x");
+        env["DATABASE_URL"] = host.dsn;
+        env["GATEWAY_KEY"] = host.key.substr(0, 38) + std::string(43, 'A');
+        runner_process r(env);
+        CHECK(r.wait() == 78);
+    }
 }
 
 TEST_CASE("runner e2e: GATEWAY_TOKEN registers once, the restart reuses the stored registration",

@@ -88,6 +88,8 @@ tenant_rows seed(pg::connection& a, const std::string& tenant, const std::string
     a.exec("SELECT issue_gateway_token($1)", {tenant});
     a.exec("SELECT awp_gateway_role($1, $2)",  // the gateway's own login (gateway_roles)
            {t.gateway, awp::test::require_env("AWP_PG_GATEWAY_PASSWORD")});
+    a.exec("SELECT * FROM awp_gateway_key($1, sha256('seed'::bytea))",  // gateway_keys
+           {t.gateway});
     a.exec("SELECT daemon_heartbeat($1, 'command-runner', 'x', 1, 'v', NULL, NULL, $2)",
            {slug + "-gw", tenant});
     a.exec(

@@ -1,6 +1,7 @@
 // Integration-test databases: each test gets a fresh clone of the migrated template database.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "awp/core/pg.hpp"
@@ -35,6 +36,15 @@ public:
     /// gateway's rows only. `gateway` is its id or slug.
     std::string gateway_dsn(const std::string& gateway) const;
 
+    /// A gateway host on the shared pool login (sql/0026): `dsn` is the pool login
+    /// awp_pool_test (the cluster's, made here through awp_gateway_pool_role), `key` the gateway's
+    /// key, made once per gateway and database in this process (a second key would retire the
+    /// first) through awp_gateway_key as the superuser. `gateway` is its id or slug.
+    struct pool_host {
+        std::string dsn;
+        std::string key;
+    };
+    pool_host pool_login(const std::string& gateway) const;
     core::pg::connection admin() const { return core::pg::connection::connect(admin_dsn()); }
     core::pg::connection daemon() const { return core::pg::connection::connect(daemon_dsn()); }
     core::pg::connection api() const { return core::pg::connection::connect(api_dsn()); }
@@ -42,6 +52,11 @@ public:
 private:
     std::string name_;
 };
+
+/// For a gateway's own login as gateway_dsn makes it (keyword form, the tests' gateway password):
+/// the same gateway and database on the pool login with the gateway's key
+/// (scoped_database::pool_login). nullopt for any other DSN, a wrong password included.
+std::optional<scoped_database::pool_host> pool_login_of(const std::string& gateway_dsn);
 
 /// Session-level: act as an authenticated user of `tenant_id` (SET ROLE authenticated and
 /// request.jwt.claims with sub, role and app_metadata.tenant_id), as the api-gateway does.

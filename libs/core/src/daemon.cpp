@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -100,6 +101,44 @@ void cli::add_wake(common_config& c, bool relay) {
         ->envname("WAKE_CA_FILE");
 }
 
+void cli::add_gateway_key(common_config& c) {
+    secret(app_.add_option("--gateway-key", c.gateway_key,
+                           "This gateway's key (awpctl gateway key), presented in every "
+                           "transaction: DATABASE_URL may then be a shared pool login")
+               ->envname("GATEWAY_KEY"));
+    app_.add_option("--gateway-key-file", c.gateway_key_file,
+                    "A file holding the gateway key (instead of GATEWAY_KEY)")
+        ->envname("GATEWAY_KEY_FILE");
+}
+
+namespace {
+// GATEWAY_KEY or the file GATEWAY_KEY_FILE names, checked for its shape; throws config_error.
+std::string read_gateway_key(const common_config& c) {
+    if (c.gateway_key_file.empty()) {
+        if (!c.gateway_key.empty() && !pg::is_gateway_key(c.gateway_key)) {
+            throw config_error(
+                "GATEWAY_KEY is not a gateway key (awpk_<32 hex>_<43 base64url characters>; "
+                "awpctl gateway key prints one)");
+        }
+        return c.gateway_key;
+    }
+    if (!c.gateway_key.empty()) {
+        throw config_error("set GATEWAY_KEY or GATEWAY_KEY_FILE, not both");
+    }
+    std::ifstream in(c.gateway_key_file);
+    std::string key;
+    if (!in || !std::getline(in, key)) {
+        throw config_error("GATEWAY_KEY_FILE: cannot read " + c.gateway_key_file);
+    }
+    while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+    if (!pg::is_gateway_key(key)) {
+        throw config_error("GATEWAY_KEY_FILE " + c.gateway_key_file +
+                           " holds no gateway key (awpk_<32 hex>_<43 base64url characters>)");
+    }
+    return key;
+}
+}  // namespace
+
 std::optional<int> cli::parse(int argc, char** argv, common_config* c) {
     try {
         app_.parse(argc, argv);
@@ -117,6 +156,15 @@ std::optional<int> cli::parse(int argc, char** argv, common_config* c) {
     }
     if (c && c->instance.empty()) c->instance = default_instance(daemon_);
     if (c) pg::set_named_statements(c->database_prepared != "off");
+    if (c) {
+        try {
+            c->gateway_key = read_gateway_key(*c);
+        } catch (const config_error& e) {
+            log::error("bad configuration", {{"error", std::string(e.what())}});
+            return kExitConfig;
+        }
+        pg::set_default_gateway_key(c->gateway_key);
+    }
     if (print_config_) {
         std::cout << effective_config();
         return 0;

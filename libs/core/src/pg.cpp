@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -49,6 +50,29 @@ void on_notice(void*, const char* message) {
 std::atomic<int>& named_setting() {
     static std::atomic<int> v{-1};  // -1: not decided yet, from the environment at first use
     return v;
+}
+
+// The gateway key every connection made in this process presents (set_default_gateway_key).
+struct default_key {
+    std::mutex m;
+    std::string key;
+};
+default_key& default_key_setting() {
+    static default_key v;
+    return v;
+}
+
+// Throws the typed error of a failed statement's result (kept alive by the caller's copy).
+[[noreturn]] void throw_error_result(result keep) {
+    PGresult* raw = keep.native();
+    const char* state = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
+    const auto field = [raw](int code) {
+        const char* s = PQresultErrorField(raw, code);
+        return std::string(s ? s : "");
+    };
+    if (!state) throw connection_error("query failed");
+    throw_for_sqlstate(state, field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
+                       field(PG_DIAG_MESSAGE_HINT));
 }
 
 bool is_connection_sqlstate(std::string_view state) {
@@ -211,7 +235,8 @@ connection::connection(connection&& o) noexcept
     : conn_(std::move(o.conn_)),
       socket_(std::move(o.socket_)),
       prepared_(std::move(o.prepared_)),
-      statements_(o.statements_) {
+      statements_(o.statements_),
+      gateway_key_(std::move(o.gateway_key_)) {
     o.prepared_.clear();
 }
 
@@ -222,6 +247,7 @@ connection& connection::operator=(connection&& o) noexcept {
         socket_ = std::move(o.socket_);
         prepared_ = std::move(o.prepared_);
         statements_ = o.statements_;
+        gateway_key_ = std::move(o.gateway_key_);
         o.prepared_.clear();
     }
     return *this;
@@ -253,6 +279,7 @@ connection connection::connect(const std::string& dsn) {
     }
     PQsetnonblocking(raw, 1);
     PQsetNoticeProcessor(raw, &on_notice, nullptr);
+    c.gateway_key_ = default_gateway_key();
     return c;
 }
 
@@ -333,6 +360,10 @@ struct param_arrays {
 
 result connection::exec(std::string_view sql, const params& p) {
     if (!conn_) throw connection_error("query on a closed connection");
+    if (claims_next()) {
+        std::vector<pipelined> one{{std::string(sql), p}};
+        return exec_pipeline(std::move(one)).back();
+    }
     const std::string text(sql);
     param_arrays a(p);
     return check(PQexecParams(conn_.get(), text.c_str(), a.count(), nullptr, a.values.data(),
@@ -359,6 +390,13 @@ net::posix::stream_descriptor& connection::socket(const net::any_io_executor& ex
 
 net::awaitable<result> connection::async_exec(std::string sql, params p) {
     if (!conn_) throw connection_error("query on a closed connection");
+    if (claims_next()) {
+        std::vector<pipelined> one(1);
+        one[0].sql = std::move(sql);
+        one[0].p = std::move(p);
+        auto r = co_await run_pipeline(std::move(one), std::vector<std::string>(), nullptr);
+        co_return std::move(r.back());
+    }
     param_arrays a(p);
     if (PQsendQueryParams(conn_.get(), sql.c_str(), a.count(), nullptr, a.values.data(), nullptr,
                           nullptr, 0) == 0) {
@@ -367,26 +405,38 @@ net::awaitable<result> connection::async_exec(std::string sql, params p) {
     co_return co_await async_finish();
 }
 
+net::awaitable<std::string> connection::async_prepare(const std::string& sql, int n_params) {
+    auto it = prepared_.find(sql);
+    if (it != prepared_.end()) co_return it->second;
+    std::string name = "awp_" + std::to_string(++statements_);
+    if (PQsendPrepare(conn_.get(), name.c_str(), sql.c_str(), n_params, nullptr) == 0) {
+        throw_connection_error("cannot send query");
+    }
+    co_await async_finish();  // a statement that does not parse is not remembered
+    prepared_.emplace(sql, name);
+    co_return name;
+}
+
 net::awaitable<result> connection::async_exec_prepared(std::string sql, params p) {
     if (!conn_) throw connection_error("query on a closed connection");
     // Behind a transaction pooler: an unnamed statement, parsed and planned with each call.
     if (!named_statements()) co_return co_await async_exec(std::move(sql), std::move(p));
-    param_arrays a(p);
     for (int attempt = 0;; ++attempt) {
-        auto it = prepared_.find(sql);
-        if (it == prepared_.end()) {
-            std::string name = "awp_" + std::to_string(++statements_);
-            if (PQsendPrepare(conn_.get(), name.c_str(), sql.c_str(), a.count(), nullptr) == 0) {
+        const std::string name = co_await async_prepare(sql, static_cast<int>(p.size()));
+        try {
+            if (claims_next()) {
+                std::vector<pipelined> one(1);
+                one[0].sql = sql;
+                one[0].p = p;
+                std::vector<std::string> names(1, name);
+                auto r = co_await run_pipeline(std::move(one), std::move(names), nullptr);
+                co_return std::move(r.back());
+            }
+            param_arrays a(p);
+            if (PQsendQueryPrepared(conn_.get(), name.c_str(), a.count(), a.values.data(), nullptr,
+                                    nullptr, 0) == 0) {
                 throw_connection_error("cannot send query");
             }
-            co_await async_finish();  // a statement that does not parse is not remembered
-            it = prepared_.emplace(sql, std::move(name)).first;
-        }
-        if (PQsendQueryPrepared(conn_.get(), it->second.c_str(), a.count(), a.values.data(),
-                                nullptr, nullptr, 0) == 0) {
-            throw_connection_error("cannot send query");
-        }
-        try {
             co_return co_await async_finish();
         } catch (const sql_error& e) {
             // A migration changed what the statement returns ("cached plan must not change
@@ -396,8 +446,7 @@ net::awaitable<result> connection::async_exec_prepared(std::string sql, params p
                 PQtransactionStatus(conn_.get()) != PQTRANS_IDLE)
                 throw;
         }
-        const std::string name = it->second;
-        prepared_.erase(it);
+        prepared_.erase(sql);
         co_await async_exec("DEALLOCATE " + name);
     }
 }
@@ -441,36 +490,136 @@ net::awaitable<result> connection::async_finish() {
         }
     }
     if (PQstatus(c) != CONNECTION_OK) throw_connection_error("connection lost");
-    if (first_error) {
-        // check() throws the typed error; hold a copy so the PGresult stays alive meanwhile.
-        result keep = *first_error;
-        PGresult* raw = keep.native();
-        const char* state = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
-        const auto field = [raw](int code) {
-            const char* s = PQresultErrorField(raw, code);
-            return std::string(s ? s : "");
-        };
-        if (!state) throw_connection_error("query failed");
-        throw_for_sqlstate(state, field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
-                           field(PG_DIAG_MESSAGE_HINT));
-    }
+    if (first_error) throw_error_result(*first_error);
     co_return last;
+}
+
+bool connection::claims_next() const noexcept {
+    return !gateway_key_.empty() && conn_ && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
+}
+
+namespace {
+// Collects one pipeline's results up to its Sync: each statement's result in order, the first
+// error kept to be thrown once the Sync is read (the connection is then idle and usable).
+// Written once for the blocking and the asynchronous reader.
+class pipeline_reader {
+public:
+    explicit pipeline_reader(std::size_t statements) : out_(statements) {}
+    /// Takes what PQgetResult returned; true once the Sync was read.
+    bool take(PGconn* c, PGresult* raw) {
+        if (!raw) {  // the end of one statement's results
+            if (PQstatus(c) != CONNECTION_OK || ++at_ > out_.size()) lost_ = true;
+            return lost_;
+        }
+        const auto st = PQresultStatus(raw);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(raw);
+            return true;
+        }
+        if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) {
+            if (!first_error_)
+                first_error_.emplace(raw);
+            else
+                PQclear(raw);
+            if (PQstatus(c) != CONNECTION_OK) lost_ = true;
+            return lost_;
+        }
+        if (st == PGRES_PIPELINE_ABORTED) {
+            PQclear(raw);  // skipped after an earlier statement's error
+        } else if (at_ < out_.size()) {
+            out_[at_] = result(raw);
+            ++completed_;
+        } else {
+            PQclear(raw);
+        }
+        return false;
+    }
+    bool lost() const noexcept { return lost_; }
+    std::size_t completed() const noexcept { return completed_; }
+    /// Throws the first statement's error, else hands the results over.
+    std::vector<result> finish() {
+        if (first_error_) throw_error_result(*first_error_);
+        return std::move(out_);
+    }
+
+private:
+    std::vector<result> out_;
+    std::optional<result> first_error_;
+    std::size_t at_ = 0;
+    std::size_t completed_ = 0;
+    bool lost_ = false;
+};
+
+// Writes a pipeline's statement count to the caller's `completed` when it goes out of scope,
+// without the gateway claim the connection put in front.
+struct report_completed {
+    std::size_t* out;
+    const pipeline_reader* reader = nullptr;
+    std::size_t hidden = 0;
+    ~report_completed() {
+        if (out && reader) *out = reader->completed() > hidden ? reader->completed() - hidden : 0;
+    }
+};
+}  // namespace
+
+void connection::send_pipeline(std::vector<pipelined>& statements, std::vector<std::string>& names,
+                               bool claim, const std::string& claim_name) {
+    PGconn* c = conn_.get();
+    if (claim) {
+        statements.insert(statements.begin(),
+                          pipelined{std::string(kClaimGatewaySql), {gateway_key_}});
+        names.insert(names.begin(), claim_name);
+    }
+    names.resize(statements.size());
+    if (PQenterPipelineMode(c) == 0) throw_connection_error("cannot enter pipeline mode");
+    for (std::size_t i = 0; i < statements.size(); ++i) {
+        param_arrays a(statements[i].p);
+        const int sent = names[i].empty()
+                             ? PQsendQueryParams(c, statements[i].sql.c_str(), a.count(), nullptr,
+                                                 a.values.data(), nullptr, nullptr, 0)
+                             : PQsendQueryPrepared(c, names[i].c_str(), a.count(), a.values.data(),
+                                                   nullptr, nullptr, 0);
+        if (sent == 0) throw_connection_error("cannot send query");
+    }
+    if (PQpipelineSync(c) == 0) throw_connection_error("cannot send query");
+}
+
+std::vector<result> connection::exec_pipeline(std::vector<pipelined> statements) {
+    if (!conn_) throw connection_error("query on a closed connection");
+    const bool claim = claims_next();
+    std::vector<std::string> names;
+    send_pipeline(statements, names, claim, {});
+    PGconn* c = conn_.get();
+    pipeline_reader reader(statements.size());
+    for (;;) {  // PQgetResult flushes and waits: this is the blocking reader
+        if (reader.take(c, PQgetResult(c))) break;
+    }
+    if (reader.lost() || PQexitPipelineMode(c) == 0 || PQstatus(c) != CONNECTION_OK) {
+        throw_connection_error("connection lost");
+    }
+    auto out = reader.finish();
+    if (claim) out.erase(out.begin());
+    return out;
 }
 
 net::awaitable<std::vector<result>> connection::async_pipeline(std::vector<pipelined> statements,
                                                                std::size_t* completed) {
+    co_return co_await run_pipeline(std::move(statements), std::vector<std::string>(), completed);
+}
+
+net::awaitable<std::vector<result>> connection::run_pipeline(std::vector<pipelined> statements,
+                                                             std::vector<std::string> names,
+                                                             std::size_t* completed) {
     if (!conn_) throw connection_error("query on a closed connection");
     if (completed) *completed = 0;
-    PGconn* c = conn_.get();
-    if (PQenterPipelineMode(c) == 0) throw_connection_error("cannot enter pipeline mode");
-    for (const auto& st : statements) {
-        param_arrays a(st.p);
-        if (PQsendQueryParams(c, st.sql.c_str(), a.count(), nullptr, a.values.data(), nullptr,
-                              nullptr, 0) == 0) {
-            throw_connection_error("cannot send query");
-        }
+    const bool claim = claims_next();
+    // The claim is a named statement too where hot statements are (one Parse per connection).
+    std::string claim_name;
+    if (claim && named_statements()) {
+        claim_name = co_await async_prepare(std::string(kClaimGatewaySql), 1);
     }
-    if (PQpipelineSync(c) == 0) throw_connection_error("cannot send query");
+    send_pipeline(statements, names, claim, claim_name);
+    PGconn* c = conn_.get();
     auto ex = co_await net::this_coro::executor;
     for (;;) {  // flush, as async_finish does
         const int f = PQflush(c);
@@ -481,9 +630,8 @@ net::awaitable<std::vector<result>> connection::async_pipeline(std::vector<pipel
         if (PQconsumeInput(c) == 0) throw_connection_error("connection lost");
     }
     // Each statement's results end with a null PGresult; the Sync's is PGRES_PIPELINE_SYNC.
-    std::vector<result> out(statements.size());
-    std::optional<result> first_error;
-    std::size_t at = 0;
+    pipeline_reader reader(statements.size());
+    report_completed report{completed, &reader, claim ? 1u : 0u};
     for (;;) {
         while (PQisBusy(c) == 1) {
             boost::system::error_code ec;
@@ -496,48 +644,13 @@ net::awaitable<std::vector<result>> connection::async_pipeline(std::vector<pipel
             }
             if (PQconsumeInput(c) == 0) throw_connection_error("connection lost");
         }
-        PGresult* raw = PQgetResult(c);
-        if (!raw) {
-            if (PQstatus(c) != CONNECTION_OK || ++at > statements.size()) {
-                throw_connection_error("connection lost");
-            }
-            continue;
-        }
-        const auto st = PQresultStatus(raw);
-        if (st == PGRES_PIPELINE_SYNC) {
-            PQclear(raw);
-            break;
-        }
-        if (st == PGRES_FATAL_ERROR || st == PGRES_BAD_RESPONSE) {
-            if (!first_error)
-                first_error.emplace(raw);
-            else
-                PQclear(raw);
-            if (PQstatus(c) != CONNECTION_OK) throw_connection_error("connection lost");
-        } else if (st == PGRES_PIPELINE_ABORTED) {
-            PQclear(raw);  // skipped after an earlier statement's error
-        } else if (at < out.size()) {
-            out[at] = result(raw);
-            if (completed) ++*completed;
-        } else {
-            PQclear(raw);
-        }
+        if (reader.take(c, PQgetResult(c))) break;
     }
-    if (PQexitPipelineMode(c) == 0 || PQstatus(c) != CONNECTION_OK) {
+    if (reader.lost() || PQexitPipelineMode(c) == 0 || PQstatus(c) != CONNECTION_OK) {
         throw_connection_error("connection lost");
     }
-    if (first_error) {
-        result keep = *first_error;  // alive while the typed error is built
-        PGresult* raw = keep.native();
-        const char* state = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
-        const auto field = [raw](int code) {
-            const char* s = PQresultErrorField(raw, code);
-            return std::string(s ? s : "");
-        };
-        if (!state) throw_connection_error("query failed");
-        throw_for_sqlstate(state, field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
-                           field(PG_DIAG_MESSAGE_HINT));
-    }
+    auto out = reader.finish();
+    if (claim) out.erase(out.begin());
     co_return out;
 }
 
@@ -578,6 +691,33 @@ std::string connection::quote_identifier(std::string_view ident) const {
 
 void set_named_statements(bool on) noexcept { named_setting().store(on ? 1 : 0); }
 
+bool is_gateway_key(std::string_view key) noexcept {
+    constexpr std::string_view kPrefix = "awpk_";
+    if (key.size() != kPrefix.size() + 32 + 1 + 43 || !key.starts_with(kPrefix)) return false;
+    const auto hex = key.substr(kPrefix.size(), 32);
+    const auto secret = key.substr(kPrefix.size() + 33);
+    const bool hex_ok = std::all_of(hex.begin(), hex.end(), [](char ch) {
+        return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
+    });
+    const bool secret_ok = std::all_of(secret.begin(), secret.end(), [](char ch) {
+        return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+               ch == '-' || ch == '_';
+    });
+    return hex_ok && key[kPrefix.size() + 32] == '_' && secret_ok;
+}
+
+void set_default_gateway_key(std::string key) {
+    auto& d = default_key_setting();
+    std::lock_guard lock(d.m);
+    d.key = std::move(key);
+}
+
+std::string default_gateway_key() {
+    auto& d = default_key_setting();
+    std::lock_guard lock(d.m);
+    return d.key;
+}
+
 bool named_statements() noexcept {
     int v = named_setting().load();
     if (v < 0) {
@@ -607,6 +747,7 @@ net::awaitable<connection*> session::get() {
         std::string failure;
         try {
             conn_ = co_await connection::async_connect(dsn_);
+            if (gateway_key_) conn_.set_gateway_key(*gateway_key_);
             backoff_.reset();
             co_return &conn_;
         } catch (const connection_error& e) {

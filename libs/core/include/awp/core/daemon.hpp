@@ -40,6 +40,8 @@ struct common_config {
     std::string instance;         // identity in leases and heartbeats (default host:daemon:pid)
     std::string database_prepared = "on";  // DATABASE_PREPARED: off behind a transaction pooler
     wake_options wake;                     // add_wake
+    std::string gateway_key;       // GATEWAY_KEY: a gateway key, for a pool login (add_gateway_key)
+    std::string gateway_key_file;  // GATEWAY_KEY_FILE: the same, read from a file
 
     std::chrono::milliseconds drain_timeout() const;
     std::chrono::milliseconds safety_poll() const;
@@ -57,6 +59,11 @@ public:
     /// Adds --wake-database-url and, with `relay`, --wake-url and --wake-ca-file (daemons that
     /// wait on a queue; the relay carries the per-gateway channels only).
     void add_wake(common_config& c, bool relay = true);
+    /// Adds --gateway-key (GATEWAY_KEY) and --gateway-key-file (GATEWAY_KEY_FILE), for the
+    /// daemons of a gateway host: with a key, every connection the process makes presents it at
+    /// the start of each transaction (pg::set_default_gateway_key), so DATABASE_URL may be a
+    /// shared pool login (docs/security.md, "Gateway keys"). parse() refuses a malformed key.
+    void add_gateway_key(common_config& c);
     /// Marks an option whose value must never be printed.
     CLI::Option* secret(CLI::Option* opt);
     /// Parses; returns an exit code when the program should stop now (0 after --help or

@@ -288,6 +288,21 @@ public:
     net::awaitable<std::vector<result>> async_pipeline(std::vector<pipelined> statements,
                                                        std::size_t* completed = nullptr);
 
+    /// The same, blocking (tools and tests).
+    std::vector<result> exec_pipeline(std::vector<pipelined> statements);
+
+    /// Presents `key`, a gateway key (awpk_..., sql/0026), at the start of every transaction
+    /// this connection runs from now on: when no transaction is open, each statement and
+    /// pipeline (and so each BEGIN) goes out behind `SELECT public.awp_claim_gateway(key)` in
+    /// the same pipeline, one round trip and one implicit transaction, so a transaction-pooling
+    /// PgBouncer keeps both on one server connection. Inside a BEGIN ... COMMIT the claim made
+    /// with the BEGIN holds. For a pool login (awpctl gateway pool-login): with it the
+    /// transaction acts as the key's gateway, and without a claim the login sees nothing. A key
+    /// the database refuses fails the statement (42501, AW004). Empty: no claim. Connections
+    /// start with default_gateway_key().
+    void set_gateway_key(std::string key) { gateway_key_ = std::move(key); }
+    const std::string& gateway_key() const noexcept { return gateway_key_; }
+
     /// Reads what the socket has and returns the notifications received, in order.
     /// Throws connection_error when the connection broke.
     std::vector<notification> drain_notifications();
@@ -307,12 +322,33 @@ private:
     result check(PGresult* r, std::string_view sql);
     /// Flushes a sent request and reads its results: the last one, or throws the first error.
     net::awaitable<result> async_finish();
+    /// The name `sql` is prepared under on this connection, preparing it first if needed.
+    net::awaitable<std::string> async_prepare(const std::string& sql, int n_params);
+    /// Whether the next statement goes out behind a gateway claim (a key, no open transaction).
+    bool claims_next() const noexcept;
+    /// Sends `statements` (each named in `names`, else unnamed) in pipeline mode with one
+    /// Sync, the claim first when `claim`.
+    void send_pipeline(std::vector<pipelined>& statements, std::vector<std::string>& names,
+                       bool claim, const std::string& claim_name);
+    net::awaitable<std::vector<result>> run_pipeline(std::vector<pipelined> statements,
+                                                     std::vector<std::string> names,
+                                                     std::size_t* completed);
 
     std::unique_ptr<PGconn, void (*)(PGconn*)> conn_{nullptr, &PQfinish};
     std::unique_ptr<net::posix::stream_descriptor> socket_;
     std::unordered_map<std::string, std::string> prepared_;  // SQL text -> statement name
     unsigned statements_ = 0;                                // names: awp_1, awp_2, ...
+    std::string gateway_key_;                                // set_gateway_key
 };
+
+/// The statement a connection with a gateway key puts in front of each transaction.
+inline constexpr std::string_view kClaimGatewaySql = "SELECT public.awp_claim_gateway($1)";
+/// Whether `key` has a gateway key's shape: awpk_<gateway id, 32 lowercase hex>_<43 base64url>.
+[[nodiscard]] bool is_gateway_key(std::string_view key) noexcept;
+/// The gateway key every connection made from now on in this process presents
+/// (connection::set_gateway_key): the gateway host daemons' GATEWAY_KEY. Empty: none.
+void set_default_gateway_key(std::string key);
+[[nodiscard]] std::string default_gateway_key();
 
 /// Whether async_exec_prepared (and session::query_prepared) use named protocol-level prepared
 /// statements. On by default; DATABASE_PREPARED=off in the environment, or
@@ -359,12 +395,16 @@ public:
         return exec(std::move(sql), params{param(std::forward<A>(args))...}, false, true);
     }
     const std::string& dsn() const noexcept { return dsn_; }
+    /// The gateway key this session's connections present instead of default_gateway_key(),
+    /// from its next connect on: for a process acting for several gateways (bench/scale).
+    void set_gateway_key(std::string key) { gateway_key_ = std::move(key); }
 
 private:
     std::string dsn_;
     std::string name_;
     connection conn_;
     backoff backoff_;
+    std::optional<std::string> gateway_key_;
 };
 
 /// Blocking transaction guard: rolls back unless commit() was called.
