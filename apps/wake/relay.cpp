@@ -220,10 +220,13 @@ net::awaitable<void> relay::serve(tcp::socket socket) {
     // GET /v1/wake: the host's own login decides which gateway's wake-ups it gets.
     const auto creds = core::wake::parse_basic_credentials(std::string_view(
         req[bhttp::field::authorization].data(), req[bhttp::field::authorization].size()));
+    // A pool login's host also sends its gateway key: the login is checked with it presented.
+    const auto key_field = req[core::wake::kGatewayKeyHeader];
+    const std::string gateway_key(key_field.data(), key_field.size());
     unsigned status = 401;
     std::optional<std::string> gateway_id;
-    if (creds && !stopping_)
-        gateway_id = co_await check_login(creds->user, creds->password, status);
+    if (creds && !stopping_ && (gateway_key.empty() || core::pg::is_gateway_key(gateway_key)))
+        gateway_id = co_await check_login(creds->user, creds->password, gateway_key, status);
     if (!gateway_id) {
         if (status == 401 || status == 403) {
             net::steady_timer pause(conn.get_executor(), kRefusalPause);
@@ -233,7 +236,8 @@ net::awaitable<void> relay::serve(tcp::socket socket) {
                  : status == 503
                      ? answer(503, error_json("unavailable", "cannot check the login now"))
                      : answer(401, error_json("unauthorized",
-                                              "a gateway's database login is required (Basic)"));
+                                              "a gateway's database login is required (Basic, "
+                                              "and Awp-Gateway-Key for a pool login)"));
         if (status == 401) r.set(bhttp::field::www_authenticate, "Basic realm=\"awp-wake\"");
         conn.expires_after(kWriteTimeout);
         co_await bhttp::async_write(conn, r, net::as_tuple(use_awaitable));
@@ -255,8 +259,10 @@ net::awaitable<void> relay::serve(tcp::socket socket) {
 
 net::awaitable<std::optional<std::string>> relay::check_login(const std::string& user,
                                                               const std::string& password,
+                                                              const std::string& gateway_key,
                                                               unsigned& status) {
-    const std::string key = core::crypto::sha256_hex(user + std::string(1, '\0') + password);
+    const std::string key = core::crypto::sha256_hex(user + std::string(1, '\0') + password +
+                                                     std::string(1, '\0') + gateway_key);
     const auto now = std::chrono::steady_clock::now();
     if (auto it = logins_.find(key); it != logins_.end()) {
         if (it->second.until > now) co_return it->second.gateway_id;
@@ -284,6 +290,7 @@ net::awaitable<std::optional<std::string>> relay::check_login(const std::string&
         const std::string dsn =
             core::pg::dsn_with_login(cfg_.auth_database_url, core::pg::login{user, password});
         pg::connection c = co_await pg::connection::async_connect(dsn);
+        c.set_gateway_key(gateway_key);  // the relay's own process has none
         const pg::result r = co_await c.async_query("SELECT public.awp_session_gateway()::text");
         if (r.size() != 1 || r.is_null(0, 0)) {
             status = 403;
@@ -309,6 +316,10 @@ net::awaitable<std::optional<std::string>> relay::check_login(const std::string&
                              what.find("no password supplied") != std::string_view::npos;
         status = refused ? 401 : 503;
         if (!refused) log::warn("cannot check a login", {{"error", std::string(what)}});
+        co_return std::nullopt;
+    } catch (const pg::insufficient_privilege&) {
+        // The key refused, or presented by a gateway's own login: not this host's to use.
+        status = 401;
         co_return std::nullopt;
     } catch (const core::error& e) {
         log::warn("cannot check a login", {{"error", std::string(e.what())}});

@@ -62,6 +62,7 @@ private:
     net::awaitable<void> serve(net::ip::tcp::socket socket);
     net::awaitable<std::optional<std::string>> check_login(const std::string& user,
                                                            const std::string& password,
+                                                           const std::string& gateway_key,
                                                            unsigned& status);
     net::awaitable<void> run_stream(net::ip::tcp::socket& socket, const std::string& gateway_hex,
                                     const std::string& gateway_id);

@@ -32,7 +32,8 @@ constexpr const char* kTenant = "00000000-0000-0000-0000-000000000000";
 struct test_gateway {
     std::string id;
     std::string agent;
-    std::string dsn;  // its own login
+    std::string dsn;  // its own login, or the pool login with `key`
+    std::string key;  // its gateway key (on the pool login), else empty
 };
 
 test_gateway make_gateway(awp::test::scoped_database& db) {
@@ -98,6 +99,9 @@ struct relay_listener {
                   daemon::wake_options w;
                   w.url = url;
                   awp::http::use_wake_source(o, w, g.dsn);
+                  if (!g.key.empty()) {  // as a daemon with GATEWAY_KEY sets it up
+                      o.relay = awp::http::relay_opener(url, pg::dsn_login(g.dsn), "", g.key);
+                  }
                   return o;
               }(),
               [this](const pg::notification& n) { seen.push_back(n); },
@@ -119,13 +123,13 @@ struct relay_listener {
 
 // One GET /v1/wake with these credentials: the status the relay answers.
 unsigned status_for(net::io_context& ioc, const std::string& url, const std::string& user,
-                    const std::string& password) {
+                    const std::string& password, const std::string& key = {}) {
     unsigned status = 0;
     net::co_spawn(
         ioc,
         [&]() -> net::awaitable<void> {
             try {
-                auto open = awp::http::relay_opener(url, {user, password}, "");
+                auto open = awp::http::relay_opener(url, {user, password}, "", key);
                 auto s = co_await open();
                 status = 200;
             } catch (const std::exception& e) {
@@ -237,6 +241,54 @@ TEST_CASE(
     CHECK(health.status == 200);
     CHECK(health.body.find("\"listening\":true") != std::string::npos);
     CHECK(relay.svc.streams() == 0);
+    relay.stop(ioc);
+}
+
+TEST_CASE(
+    "the relay gives a host on the pool login its key's gateway's wake-ups, and refuses a wrong, "
+    "rotated or malformed key and a key on a gateway's own login",
+    "[wake][relay][security]") {
+    awp::test::scoped_database db;
+    test_gateway a = make_gateway(db), b = make_gateway(db);
+    const auto pool_a = db.pool_login(a.id), pool_b = db.pool_login(b.id);
+    test_gateway a_pooled = a, b_pooled = b;
+    a_pooled.dsn = pool_a.dsn;
+    a_pooled.key = pool_a.key;
+    b_pooled.dsn = pool_b.dsn;
+    b_pooled.key = pool_b.key;
+    net::io_context ioc;
+    running_relay relay(ioc, db);
+    const auto pool = pg::dsn_login(pool_a.dsn);
+    const auto own = pg::dsn_login(a.dsn);
+    CHECK(status_for(ioc, relay.url(), pool.user, pool.password, pool_a.key) == 200);
+    // The pool login alone is no gateway's.
+    CHECK(status_for(ioc, relay.url(), pool.user, pool.password) == 403);
+    // A's id with another secret; a malformed key; the pool password wrong.
+    CHECK(status_for(ioc, relay.url(), pool.user, pool.password,
+                     pool_a.key.substr(0, 38) + std::string(43, 'A')) == 401);
+    CHECK(status_for(ioc, relay.url(), pool.user, pool.password, "awpk_nope") == 401);
+    CHECK(status_for(ioc, relay.url(), pool.user, pool.password + "x", pool_a.key) == 401);
+    // A gateway's own login claims nothing, not even with a valid key of another gateway.
+    CHECK(status_for(ioc, relay.url(), own.user, own.password, pool_b.key) == 401);
+
+    // Each pooled host gets its own gateway's wake-ups only.
+    relay_listener la(ioc, relay.url(), a_pooled, {channels::commands(a.id)});
+    relay_listener lb(ioc, relay.url(), b_pooled, {channels::commands(b.id)});
+    REQUIRE(run_until(
+        ioc, [&] { return la.l.connected() && lb.l.connected(); }, 10s));
+    insert_command(db, a);
+    REQUIRE(run_until(
+        ioc, [&] { return !la.seen.empty(); }, 5s));
+    CHECK(la.seen.front().channel == channels::commands(a.id));
+    ioc.restart();
+    ioc.run_for(300ms);
+    CHECK(lb.seen.empty());
+    la.stop(ioc);
+    lb.stop(ioc);
+
+    // A rotated key stops opening streams (the relay's cache is off in these tests).
+    db.admin().exec("SELECT * FROM awp_gateway_key($1, sha256('rotated'::bytea))", {a.id});
+    CHECK(status_for(ioc, relay.url(), pool.user, pool.password, pool_a.key) == 401);
     relay.stop(ioc);
 }
 

@@ -31,11 +31,13 @@ public:
         parser_.body_limit(boost::none);  // a stream: lines are limited one by one instead
     }
 
-    net::awaitable<void> open(const url_parts& u, const std::string& authorization) {
+    net::awaitable<void> open(const url_parts& u, const std::string& authorization,
+                              const std::string& gateway_key) {
         bhttp::request<bhttp::empty_body> req{bhttp::verb::get, u.target, 11};
         const bool default_port = u.port == (u.scheme == "https" ? "443" : "80");
         req.set(bhttp::field::host, default_port ? u.host : u.host + ":" + u.port);
         req.set(bhttp::field::authorization, authorization);
+        if (!gateway_key.empty()) req.set(core::wake::kGatewayKeyHeader, gateway_key);
         req.set(bhttp::field::accept, "text/plain");
         c_.tcp->expires_after(kOpenTimeout);
         boost::system::error_code ec;
@@ -114,22 +116,23 @@ private:
 
 }  // namespace
 
-core::relay_opener relay_opener(std::string wake_url, core::pg::login login, std::string ca_file) {
+core::relay_opener relay_opener(std::string wake_url, core::pg::login login, std::string ca_file,
+                                std::string gateway_key) {
     auto u = parse_url(wake_url);
     if (!u) throw core::config_error("WAKE_URL must be an http:// or https:// URL");
     if (u->target.empty() || u->target == "/") u->target = std::string(core::wake::kPath);
     const std::string authorization =
         "Basic " + core::crypto::base64_encode(login.user + ":" + login.password);
-    return
-        [u = *u, authorization, ca_file]() -> net::awaitable<std::unique_ptr<core::relay_stream>> {
-            client_request r;
-            r.ca_file = ca_file;
-            connection c =
-                co_await open_connection(r, u, std::chrono::steady_clock::now() + kOpenTimeout);
-            auto stream = std::make_unique<http_relay_stream>(std::move(c));
-            co_await stream->open(u, authorization);
-            co_return stream;
-        };
+    return [u = *u, authorization, ca_file,
+            gateway_key]() -> net::awaitable<std::unique_ptr<core::relay_stream>> {
+        client_request r;
+        r.ca_file = ca_file;
+        connection c =
+            co_await open_connection(r, u, std::chrono::steady_clock::now() + kOpenTimeout);
+        auto stream = std::make_unique<http_relay_stream>(std::move(c));
+        co_await stream->open(u, authorization, gateway_key);
+        co_return stream;
+    };
 }
 
 void use_wake_source(core::listener_options& listen, const core::daemon::wake_options& wake,
@@ -141,7 +144,8 @@ void use_wake_source(core::listener_options& listen, const core::daemon::wake_op
         throw core::config_error(
             "WAKE_URL needs DATABASE_URL (or PGUSER) to name the gateway's login, without ':'");
     }
-    listen.relay = relay_opener(wake.url, std::move(login), wake.ca_file);
+    listen.relay =
+        relay_opener(wake.url, std::move(login), wake.ca_file, core::pg::default_gateway_key());
 }
 
 }  // namespace awp::http

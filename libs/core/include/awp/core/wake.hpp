@@ -64,6 +64,10 @@ struct line {
 /// "<channel> <payload>\n" of a checked wake-up.
 [[nodiscard]] std::string format_wake(const line& l);
 
+/// The header a pool login's host sends its gateway key in (GATEWAY_KEY, sql/0026): the relay
+/// checks the Basic login with the key presented (pg::connection::set_gateway_key).
+inline constexpr std::string_view kGatewayKeyHeader = "Awp-Gateway-Key";
+
 /// The relay's reading of a stream request's Authorization header: "Basic base64(user:password)"
 /// (scheme case-insensitive, at most 1 KiB, a non-empty user, no NUL). nullopt otherwise.
 struct credentials {

@@ -12,8 +12,11 @@ namespace awp::http {
 
 /// Opens `GET /v1/wake` on `wake_url` with HTTP Basic credentials `login` (a gateway's own
 /// Postgres login: the relay checks it by logging in with it) and returns the stream once the
-/// answer is 200. Refusals throw upstream_error with the relay's status.
-core::relay_opener relay_opener(std::string wake_url, core::pg::login login, std::string ca_file);
+/// answer is 200. With `gateway_key` (a pool login's host, GATEWAY_KEY) the request carries it
+/// in the Awp-Gateway-Key header and the relay checks the login with that key presented.
+/// Refusals throw upstream_error with the relay's status.
+core::relay_opener relay_opener(std::string wake_url, core::pg::login login, std::string ca_file,
+                                std::string gateway_key = {});
 
 /// Fills a queue's wake-up options: LISTEN on WAKE_DATABASE_URL (else `database_url`), or, with
 /// WAKE_URL, the relay's stream with the login of `database_url`. Throws config_error when
