@@ -2,11 +2,16 @@
 // (its runner exchanges it once through consume_gateway_token). The token is printed once.
 // awpctl gateway credential: create (or rotate) the gateway's own Postgres login role, the one
 // credential its host needs (sql/0023, docs/security.md "Gateway credentials").
+// awpctl gateway key / pool-login: a gateway's key and the shared pool login that hosts present
+// it on, for many hosts behind one PgBouncer (sql/0026, docs/security.md "Gateway keys").
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <libpq-fe.h>
 #include <rapidjson/stringbuffer.h>
@@ -70,6 +75,20 @@ std::string scram_verifier(core::pg::connection& conn, const std::string& passwo
     return out;
 }
 
+// Creates the gateway first when asked (awpctl gateway credential --create does the same).
+void create_if_asked(core::pg::connection& conn, const std::string& gateway, bool create,
+                     const std::string& tenant_id) {
+    if (!create) return;
+    if (!tenant_id.empty() && !core::is_valid_uuid(tenant_id)) {
+        throw core::config_error("--tenant-id must be a UUID");
+    }
+    std::optional<std::string> tenant;
+    if (!tenant_id.empty()) tenant = tenant_id;
+    if (conn.exec(kCreateSql, {gateway, tenant}).affected() == 1) {
+        std::cerr << "created gateway " << gateway << "\n";
+    }
+}
+
 int issue_credential(const context& ctx, const credential_options& o) {
     std::string password;
     if (o.password_stdin) {
@@ -83,16 +102,7 @@ int issue_credential(const context& ctx, const credential_options& o) {
         password = core::crypto::hex_encode(core::crypto::random_bytes(24));
     }
     auto conn = core::pg::connection::connect(ctx.database_url);
-    if (o.create) {
-        if (!o.tenant_id.empty() && !core::is_valid_uuid(o.tenant_id)) {
-            throw core::config_error("--tenant-id must be a UUID");
-        }
-        std::optional<std::string> tenant;
-        if (!o.tenant_id.empty()) tenant = o.tenant_id;
-        if (conn.exec(kCreateSql, {o.gateway, tenant}).affected() == 1) {
-            std::cerr << "created gateway " << o.gateway << "\n";
-        }
-    }
+    create_if_asked(conn, o.gateway, o.create, o.tenant_id);
     std::optional<std::string> role;
     if (!o.role.empty()) role = o.role;
     const auto r = conn.exec(kRoleSql, {o.gateway, scram_verifier(conn, password), role});
@@ -121,6 +131,94 @@ int issue_credential(const context& ctx, const credential_options& o) {
                   << "): it reaches this gateway's rows only; the password is not shown again "
                      "(rotate: run this again). Set the host in the URL to the database's "
                      "address as the gateway host sees it.\n";
+    }
+    return 0;
+}
+
+// $2: the SHA-256 of the secret (hex); the secret itself never reaches the server.
+constexpr const char* kKeySql = R"SQL(
+SELECT k.gateway_id::text, k.tenant_id::text, k.slug
+  FROM public.awp_gateway_key($1, decode($2, 'hex')) k
+)SQL";
+
+constexpr const char* kPoolSql = R"SQL(
+SELECT public.awp_gateway_pool_role($1, $2), pg_catalog.current_setting('port'),
+       pg_catalog.current_database()
+)SQL";
+
+struct key_options {
+    std::string gateway;
+    std::string tenant_id;
+    bool create = false;
+};
+
+void print_json(const std::vector<std::pair<std::string, std::string>>& fields) {
+    rapidjson::StringBuffer buf;
+    rapidjson::Writer<rapidjson::StringBuffer> w(buf);
+    w.StartObject();
+    for (const auto& [k, v] : fields) {
+        w.Key(k.c_str());
+        w.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+    }
+    w.EndObject();
+    std::cout << buf.GetString() << "\n";
+}
+
+int issue_key(const context& ctx, const key_options& o) {
+    auto conn = core::pg::connection::connect(ctx.database_url);
+    create_if_asked(conn, o.gateway, o.create, o.tenant_id);
+    const std::string secret = core::crypto::base64url_encode(core::crypto::random_bytes(32));
+    const auto r = conn.exec(kKeySql, {o.gateway, core::crypto::sha256_hex(secret)});
+    std::string hex = r.get<std::string>(0, 0);
+    hex.erase(std::remove(hex.begin(), hex.end(), '-'), hex.end());
+    const std::string key = "awpk_" + hex + "_" + secret;
+    if (ctx.json) {
+        print_json({{"gateway_id", r.get<std::string>(0, 0)},
+                    {"tenant_id", r.get<std::string>(0, 1)},
+                    {"slug", r.get<std::string>(0, 2)},
+                    {"gateway_key", key}});
+    } else {
+        // The key alone on stdout: GATEWAY_KEY=$(awpctl gateway key edge) works.
+        std::cout << key << "\n";
+        std::cerr << "key of gateway " << r.get<std::string>(0, 2) << " ("
+                  << r.get<std::string>(0, 0)
+                  << "): with a pool login's DATABASE_URL (awpctl gateway pool-login) a host "
+                     "reaches this gateway's rows only; not shown again, only its hash is "
+                     "stored (rotate: run this again; the old key stops working)\n";
+    }
+    return 0;
+}
+
+struct pool_options {
+    std::string role = "awp_pool";
+    bool password_stdin = false;
+};
+
+int issue_pool_login(const context& ctx, const pool_options& o) {
+    std::string password;
+    if (o.password_stdin) {
+        std::getline(std::cin, password);
+        if (password.size() < 24 || password.size() > 128 || !url_safe(password)) {
+            throw core::config_error(
+                "--password-stdin: the password must be 24 to 128 characters of A-Z a-z 0-9 - . _ "
+                "~");
+        }
+    } else {
+        password = core::crypto::hex_encode(core::crypto::random_bytes(24));
+    }
+    auto conn = core::pg::connection::connect(ctx.database_url);
+    const auto r = conn.exec(kPoolSql, {scram_verifier(conn, password), o.role});
+    const std::string url = "postgresql://" + r.get<std::string>(0, 0) + ":" + password +
+                            "@127.0.0.1:" + r.get<std::string>(0, 1) + "/" +
+                            r.get<std::string>(0, 2);
+    if (ctx.json) {
+        print_json({{"role", r.get<std::string>(0, 0)}, {"database_url", url}});
+    } else {
+        std::cout << url << "\n";
+        std::cerr << "pool login " << r.get<std::string>(0, 0)
+                  << ": shared by gateway hosts, it reaches nothing without a gateway key "
+                     "(GATEWAY_KEY); the password is not shown again. Point the URL at "
+                     "PgBouncer as the hosts see it.\n";
     }
     return 0;
 }
@@ -166,8 +264,31 @@ command add_gateway(CLI::App& root, context& ctx) {
     credential->add_flag("--password-stdin", co.password_stdin,
                          "Read the password from stdin (24 to 128 URL-safe characters) instead "
                          "of generating one");
-    return {app, [&ctx, token, credential] {
+    static key_options ko;
+    auto* key = app->add_subcommand(
+        "key",
+        "Make the gateway's key (or a new one: the old stops working) and print it: a host on "
+        "the shared pool login presents it (GATEWAY_KEY) and reaches only this gateway's rows. "
+        "Needs an administrator's --database-url");
+    key->add_option("gateway", ko.gateway, "The gateway's id or slug")->required();
+    key->add_flag("--create", ko.create, "Create the gateway when it does not exist");
+    key->add_option("--tenant-id", ko.tenant_id,
+                    "With --create: the new gateway's tenant (default tenant)");
+    static pool_options po;
+    auto* pool = app->add_subcommand(
+        "pool-login",
+        "Create the login gateway hosts share through PgBouncer (or give it a new password) and "
+        "print its DATABASE_URL: it reaches nothing without a gateway key. Needs an "
+        "administrator's --database-url (CREATEROLE)");
+    pool->add_option("--role", po.role, "The login's name, awp_pool or awp_pool_<a-z0-9_>")
+        ->capture_default_str();
+    pool->add_flag("--password-stdin", po.password_stdin,
+                   "Read the password from stdin (24 to 128 URL-safe characters) instead of "
+                   "generating one");
+    return {app, [&ctx, token, credential, key, pool] {
                 if (credential->parsed()) return issue_credential(ctx, co);
+                if (key->parsed()) return issue_key(ctx, ko);
+                if (pool->parsed()) return issue_pool_login(ctx, po);
                 if (!token->parsed()) return 2;
                 if (!o.tenant_id.empty() && !core::is_valid_uuid(o.tenant_id)) {
                     throw core::config_error("--tenant-id must be a UUID");
