@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -58,7 +59,92 @@ net::awaitable<int> two_sessions(std::string dsn) {
     co_return sum;
 }
 
+// Two hosts on the pool login, each with its own gateway's key, taking turns on the pool's one
+// server connection: each statement (and each BEGIN ... COMMIT) goes out behind its host's claim,
+// so each host sees its own gateway's command and never the other's. Returns what they saw.
+net::awaitable<std::string> two_hosts(std::string dsn_a, std::string key_a, std::string dsn_b,
+                                      std::string key_b) {
+    pg::session a(dsn_a, "a");
+    a.set_gateway_key(key_a);
+    pg::session b(dsn_b, "b");
+    b.set_gateway_key(key_b);
+    std::string seen;
+    for (int i = 0; i < 20; ++i) {
+        auto ra = co_await a.query("SELECT string_agg(gateway_id::text, ',') FROM agent_commands");
+        auto rb = co_await b.query("SELECT string_agg(gateway_id::text, ',') FROM agent_commands");
+        seen += std::string(ra.text(0, 0)) + "|" + std::string(rb.text(0, 0)) + "\n";
+    }
+    // Inside a transaction the claim of its BEGIN holds, while the other host's statements wait.
+    pg::connection* ca = co_await a.get();
+    co_await pg::async_transaction(*ca, [&](pg::connection& c) -> net::awaitable<void> {
+        auto r = co_await c.async_query("SELECT count(*) FROM agent_commands");
+        auto again = co_await c.async_query("SELECT awp_session_gateway()::text");
+        seen += "tx:" + std::string(r.text(0, 0)) + ":" + std::string(again.text(0, 0)) + "\n";
+    });
+    co_return seen;
+}
+
 }  // namespace
+
+TEST_CASE(
+    "through PgBouncer: hosts of two gateways on one pool login share a server connection, and "
+    "each reaches only its own gateway",
+    "[pgbouncer]") {
+    if (!awp::test::through_pgbouncer()) {
+        SUCCEED("direct: no pooler to check (label pgbouncer runs this through one)");
+        return;
+    }
+    scoped_database db;
+    auto admin = db.admin();
+    std::vector<std::string> gateways;
+    for (const char* slug : {"pool-a", "pool-b"}) {
+        const auto gw = std::string(
+            admin
+                .exec("INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, "
+                      "'ready') RETURNING id::text",
+                      {kTenant, awp::test::random_name(slug)})
+                .text(0, 0));
+        const auto agent = std::string(
+            admin
+                .exec("INSERT INTO agents (tenant_id, name, slug, gateway_id) VALUES ($1, 'A', $2, "
+                      "$3) RETURNING id::text",
+                      {kTenant, awp::test::random_name("ag"), gw})
+                .text(0, 0));
+        admin.exec(
+            "INSERT INTO agent_commands (tenant_id, agent_id, action, payload) VALUES ($1, $2, "
+            "'update', '{}')",
+            {kTenant, agent});
+        gateways.push_back(gw);
+    }
+    const auto a = db.pool_login(gateways[0]), b = db.pool_login(gateways[1]);
+    pg::set_named_statements(false);
+    net::io_context ioc;
+    auto f = net::co_spawn(
+        ioc,
+        two_hosts(awp::test::via_pgbouncer(a.dsn), a.key, awp::test::via_pgbouncer(b.dsn), b.key),
+        net::use_future);
+    ioc.run();
+    std::string seen;
+    try {
+        seen = f.get();
+    } catch (...) {
+        pg::set_named_statements(true);
+        throw;
+    }
+    pg::set_named_statements(true);
+    std::string expected;
+    for (int i = 0; i < 20; ++i) expected += gateways[0] + "|" + gateways[1] + "\n";
+    expected += "tx:1:" + gateways[0] + "\n";
+    CHECK(seen == expected);
+    // One server connection served both, and it holds no claim afterwards.
+    const auto s = server_state(awp::test::via_pgbouncer(a.dsn));
+    CHECK(s.user == "awp_pool_test");
+    CHECK(s.prepared == 0);
+    auto c = pg::connection::connect(awp::test::via_pgbouncer(a.dsn));
+    CHECK(c.exec("SELECT coalesce(current_setting('awp.gateway_claim', true), '')").text(0, 0) ==
+          "");
+    CHECK(c.exec("SELECT count(*) FROM agent_commands").text(0, 0) == "0");
+}
 
 TEST_CASE("through PgBouncer: hot statements of two clients share one server connection",
           "[pgbouncer]") {

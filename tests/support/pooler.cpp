@@ -1,6 +1,8 @@
 // Daemons under test through PgBouncer (AWP_TEST_PGBOUNCER=1).
 #include "support/pooler.hpp"
 
+#include "support/test_db.hpp"
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -74,6 +76,12 @@ void route_through_pgbouncer(std::map<std::string, std::string>& env,
     if (!argv.empty() && (argv[0] == "awp-wake" || argv[0].ends_with("/awp-wake"))) return;
     auto db = env.find("DATABASE_URL");
     if (db != env.end()) {
+        // A gateway's own login becomes the shared pool login with the gateway's key: the
+        // hosted topology (docs/scale.md), where 1,000 hosts share one pool.
+        if (auto host = pool_login_of(db->second); host && !env.count("GATEWAY_KEY")) {
+            db->second = host->dsn;
+            env["GATEWAY_KEY"] = host->key;
+        }
         if (!env.count("WAKE_DATABASE_URL")) env["WAKE_DATABASE_URL"] = db->second;
         db->second = via_pgbouncer(db->second);
         // PgBouncer 1.18 in transaction mode cannot carry named prepared statements.

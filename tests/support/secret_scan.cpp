@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/pooler.hpp"
 #include "support/test_db.hpp"
 
 namespace awp::test {
@@ -31,6 +32,10 @@ std::vector<std::string> leaked_secrets(const std::filesystem::path& dir,
     if (auto at = dsn.find('@'), colon = dsn.find(':', dsn.find("://") + 3);
         at != std::string::npos && colon != std::string::npos && colon < at) {
         values.push_back(dsn.substr(colon + 1, at - colon - 1));
+    }
+    // Through PgBouncer the daemon was given its gateway's key instead (support/pooler.hpp).
+    if (through_pgbouncer()) {
+        if (auto host = pool_login_of(dsn)) values.push_back(host->key);
     }
     std::vector<std::string> out;
     int n = 0;
