@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "awp/core/crypto.hpp"
+#include "awp/core/pg.hpp"
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
@@ -139,4 +140,60 @@ TEST_CASE(
     // Not for anyone but an administrator.
     CHECK(awpctl({"--database-url", db.daemon_dsn(), "gateway", "credential", "edge-box"}).first ==
           1);
+}
+
+TEST_CASE(
+    "awpctl gateway pool-login and gateway key: the pool login's URL reaches nothing alone, with "
+    "the printed key only that gateway, and a second key retires the first",
+    "[awpctl][gateway]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    admin.exec(
+        "INSERT INTO gateways (slug, label, tenant_id) VALUES ('other-gw', 'O', "
+        "'00000000-0000-0000-0000-000000000000')");
+    // A role of its own: pool logins are the cluster's, and other tests run at once.
+    const auto role = awp::test::random_name("awp_pool_e2e_");
+    auto [rc, out] = awpctl(
+        {"--json", "--database-url", db.admin_dsn(), "gateway", "pool-login", "--role", role});
+    REQUIRE(rc == 0);
+    rapidjson::Document pool;
+    pool.Parse(out.substr(out.rfind('{')).c_str());
+    REQUIRE_FALSE(pool.HasParseError());
+    const std::string url = pool["database_url"].GetString();
+    REQUIRE(url.rfind("postgresql://" + role + ":", 0) == 0);
+    const auto key = [&] {
+        auto [krc, kout] = awpctl(
+            {"--json", "--database-url", db.admin_dsn(), "gateway", "key", "edge-box", "--create"});
+        REQUIRE(krc == 0);
+        rapidjson::Document d;
+        d.Parse(kout.substr(kout.rfind('{')).c_str());
+        REQUIRE_FALSE(d.HasParseError());
+        CHECK(std::string(d["slug"].GetString()) == "edge-box");
+        const std::string k = d["gateway_key"].GetString();
+        CHECK(awp::core::pg::is_gateway_key(k));
+        return k;
+    };
+    const auto first = key();
+    auto alone = awp::core::pg::connection::connect(url);
+    CHECK(alone.exec("SELECT 1 FROM gateways").size() == 0);
+    auto host = awp::core::pg::connection::connect(url);
+    host.set_gateway_key(first);
+    auto r = host.exec("SELECT slug FROM gateways");
+    REQUIRE(r.size() == 1);  // its own, not other-gw nor default
+    CHECK(r.get<std::string>(0, 0) == "edge-box");
+    // Only the secret's hash reached the database.
+    CHECK(admin
+              .exec("SELECT 1 FROM gateway_keys WHERE secret_sha256 = sha256(convert_to($1, "
+                    "'UTF8'))",
+                    {first.substr(38)})
+              .size() == 1);
+    const auto second = key();
+    CHECK(second != first);
+    CHECK_THROWS_AS(host.exec("SELECT 1"), awp::core::pg::insufficient_privilege);
+    host.set_gateway_key(second);
+    CHECK(host.exec("SELECT 1 FROM gateways").size() == 1);
+    // Not for anyone but an administrator.
+    CHECK(awpctl({"--database-url", db.daemon_dsn(), "gateway", "key", "edge-box"}).first == 1);
+    CHECK(awpctl({"--database-url", db.daemon_dsn(), "gateway", "pool-login", "--role", role})
+              .first == 1);
 }
