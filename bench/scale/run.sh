@@ -5,7 +5,7 @@
 # with its own state folder and a max_connections high enough for N = 1,000) and, for the pooled
 # modes, its own PgBouncer (scripts/pgbouncer.sh), makes the migrated template, runs every point
 # and prints one table.
-# Modes (SCALE_MODES, default "direct wake wake-pooled wake-pooled-gw"):
+# Modes (SCALE_MODES, default "direct wake wake-pooled wake-pooled-gw wake-pooled-keys"):
 #   direct          today's single-host design: a LISTEN session per daemon and host, superuser
 #   relay, edge     the candidates measured first (an in-process relay; edge-triggered NOTIFY)
 #   wake            awp-wake (a real process) and a stream per daemon; each host its own login,
@@ -13,6 +13,9 @@
 #   wake-pooled     awp-wake; every host's connections through PgBouncer (transaction mode) as
 #                   one shared work login (the daemons' DATABASE_URL login)
 #   wake-pooled-gw  awp-wake; through PgBouncer, each host its own login (a pool per login)
+#   wake-pooled-keys  awp-wake; through PgBouncer, one pool login for every host, each host
+#                   presenting its own gateway's key in every transaction (sql/0026): each host
+#                   confined to its gateway by row-level security, one pool (the hosted topology)
 # Usage: bench/scale/run.sh [build dir]
 #   SCALE_QUICK=1      N = 1 10 100, 5 s per phase (a smoke run)
 #   SCALE_NS="1 10"    the gateway counts; SCALE_MODES as above; SCALE_SECONDS (10)
@@ -34,7 +37,7 @@ if [[ ${SCALE_QUICK:-0} == 1 ]]; then
 else
   NS=${SCALE_NS:-"1 10 100 1000"}; SECONDS_PER=${SCALE_SECONDS:-10}
 fi
-MODES=${SCALE_MODES:-"direct wake wake-pooled wake-pooled-gw"}
+MODES=${SCALE_MODES:-"direct wake wake-pooled wake-pooled-gw wake-pooled-keys"}
 POOL=${SCALE_POOL:-80}
 pooled=0; [[ " $MODES " == *" wake-pooled"* ]] && pooled=1
 RATE=${SCALE_RATE:-50}; WRITERS=${SCALE_WRITERS:-4}; IDLE=${SCALE_IDLE:-2}; REPS=${SCALE_REPS:-2}
@@ -102,6 +105,7 @@ mode_args() {  # MODE -> ARGS, scale_bench's flags
     wake) ARGS=("${wake[@]}" --login gateway) ;;
     wake-pooled) ARGS=("${wake[@]}" "${pool[@]}" --login shared) ;;  # its DATABASE_URL, from cluster.env
     wake-pooled-gw) ARGS=("${wake[@]}" "${pool[@]}" --login gateway) ;;
+    wake-pooled-keys) ARGS=("${wake[@]}" "${pool[@]}" --login pool) ;;
     *) echo "unknown mode $1" >&2; exit 2 ;;
   esac
 }

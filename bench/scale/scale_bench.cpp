@@ -28,8 +28,11 @@
 // Logins and where the hosts connect (--login, --pooler): "super" (the superuser over the unix
 // socket: direct, relay, edge), "gateway" (each host its own login awp_gw_scale_<k> made by
 // awp_gateway_role, under row-level security, as a real host), "shared" (one work login for
-// every host, the daemons' DATABASE_URL login). With --pooler every host connection goes through
-// that PgBouncer (transaction mode) and statements are sent unnamed (DATABASE_PREPARED=off).
+// every host, the daemons' DATABASE_URL login), "pool" (one pool login awp_pool_scale for every
+// host, made by awp_gateway_pool_role, each host presenting its own gateway's key in every
+// transaction, sql/0026: row-level security per gateway, as a hosted host). With --pooler every
+// host connection goes through that PgBouncer (transaction mode) and statements are sent unnamed
+// (DATABASE_PREPARED=off).
 //
 // What it does not reproduce: with --login super the hosts bypass row-level security; the
 // dispatcher's agent scan before each lease is left out (one agent per gateway, leased directly);
@@ -77,6 +80,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/channels.hpp"
+#include "awp/core/crypto.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/lease.hpp"
 #include "awp/core/log.hpp"
@@ -94,9 +98,11 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr const char* kTenant = "00000000-0000-0000-0000-000000000000";
+// --login pool: the pool login's password (a throwaway benchmark database's).
+constexpr std::string_view kPoolPassword = "scale-bench-pool-password-0123456789";
 
 enum class mode { direct, relay, edge, awp_wake };
-enum class login_kind { super, shared, gateway };
+enum class login_kind { super, shared, gateway, pool };
 
 struct options {
     std::string conninfo = "host=/tmp port=5432 user=postgres";  // without dbname
@@ -224,7 +230,7 @@ private:
 
 struct gateway {
     gateway(net::io_context& io_, const options& o, std::string id_, std::string slug_,
-            std::string agent_, const std::string& dsn_, pg::login own_)
+            std::string agent_, const std::string& dsn_, pg::login own_, std::string key_)
         : io(io_),
           opt(o),
           id(std::move(id_)),
@@ -232,14 +238,21 @@ struct gateway {
           agent(std::move(agent_)),
           dsn(dsn_),
           own(std::move(own_)),
+          key(std::move(key_)),
           cq(*this, dsn_),
           iq(*this, dsn_, o.inbox_slots),
-          relay_end(io_) {}
+          relay_end(io_) {
+        if (key.empty()) return;  // --login pool: every session presents the gateway's key
+        cq.db().set_gateway_key(key);
+        iq.db().set_gateway_key(key);
+        for (auto& slot : iq.slots()) slot->set_gateway_key(key);
+    }
 
     net::io_context& io;
     const options& opt;
     std::string id, slug, agent, dsn;
-    pg::login own;  // the gateway's own login: its stream's credentials (mode awp-wake)
+    pg::login own;    // its stream's credentials (mode awp-wake): its own login, or the pool's
+    std::string key;  // --login pool: its gateway's key
     command_queue cq;
     inbox_queue iq;
     std::unique_ptr<core::queue_driver<command_queue>> cd;
@@ -274,8 +287,8 @@ struct gateway {
             i.listen = {dsn, {core::channels::inbox(id)}, 30s, "inbox-listen", {}};
             if (opt.wake == mode::awp_wake) {  // each daemon its own stream, as on a real host
                 const auto url = "http://127.0.0.1:" + std::to_string(opt.wake_port);
-                c.listen.relay = awp::http::relay_opener(url, own, "");
-                i.listen.relay = awp::http::relay_opener(url, own, "");
+                c.listen.relay = awp::http::relay_opener(url, own, "", key);
+                i.listen.relay = awp::http::relay_opener(url, own, "", key);
             }
             const auto cchan = c.listen.channels[0], ichan = i.listen.channels[0];
             ch.on_notify = [this, cchan](const pg::notification& n) {
@@ -647,7 +660,7 @@ void usage() {
     std::cerr << "usage: scale_bench --conninfo 'host=... port=... user=postgres' --mode "
                  "direct|relay|edge|awp-wake --gateways N [--seconds T] [--writers W] [--rate R] "
                  "[--threads K] [--idle-per-gateway I] [--db NAME] [--template NAME] [--name NAME] "
-                 "[--login super|shared|gateway] [--pooler 'host=... port=...'] "
+                 "[--login super|shared|gateway|pool] [--pooler 'host=... port=...'] "
                  "[--pooler-pidfile FILE] [--wake-bin PATH] [--auth-url URL] [--wake-port P]\n";
 }
 
@@ -694,6 +707,8 @@ int main(int argc, char** argv) {
                 o.login = login_kind::shared;
             else if (l == "gateway")
                 o.login = login_kind::gateway;
+            else if (l == "pool")
+                o.login = login_kind::pool;
             else {
                 usage();
                 return 2;
@@ -753,6 +768,7 @@ int main(int argc, char** argv) {
     std::vector<target> targets;
     std::vector<std::string> slugs;
     std::vector<pg::login> logins;  // each gateway's own
+    std::vector<std::string> keys;  // --login pool: each gateway's key
     {
         auto c = pg::connection::connect(dsn);
         if (o.wake == mode::relay) {
@@ -825,13 +841,29 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         // Each gateway's own login (sql/0023), as awpctl gateway credential makes it: for the
         // hosts' connections (--login gateway) and their streams (mode awp-wake). The role names
         // are fixed, so a later point re-keys the same roles to its new gateways.
-        if (o.login == login_kind::gateway || o.wake == mode::awp_wake) {
+        if (o.login == login_kind::gateway ||
+            (o.wake == mode::awp_wake && o.login != login_kind::pool)) {
             for (int k = 0; k < g.size(); ++k) {
                 const auto role = "awp_gw_scale_" + std::to_string(k + 1);
                 const auto pw = "scale-bench-password-" + std::to_string(k + 1) + "-0123456789";
                 c.exec("SELECT 1 FROM public.awp_gateway_role($1, $2, $3)",
                        {targets[static_cast<std::size_t>(k)].gateway, pw, role});
                 logins.push_back({role, pw});
+            }
+        }
+        // One pool login for every host and a key per gateway (awpctl gateway pool-login and
+        // awpctl gateway key do the same); only the secret's hash reaches the database.
+        if (o.login == login_kind::pool) {
+            c.exec("SELECT public.awp_gateway_pool_role($1, 'awp_pool_scale')",
+                   {std::string(kPoolPassword)});
+            for (int k = 0; k < g.size(); ++k) {
+                const auto& id = targets[static_cast<std::size_t>(k)].gateway;
+                const auto secret = core::crypto::base64url_encode(core::crypto::random_bytes(32));
+                c.exec("SELECT 1 FROM public.awp_gateway_key($1, sha256(convert_to($2, 'UTF8')))",
+                       {id, secret});
+                std::string hex = id;
+                hex.erase(std::remove(hex.begin(), hex.end(), '-'), hex.end());
+                keys.push_back("awpk_" + hex + "_" + secret);
             }
         }
         if (o.wake == mode::edge) {
@@ -853,18 +885,22 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     }
     // Where and as whom each host connects.
     const std::string host_base = (o.pooler.empty() ? o.conninfo : o.pooler) + " dbname=" + o.db;
-    const pg::login shared =
-        o.login == login_kind::shared ? pg::dsn_login(o.shared_url) : pg::login{};
+    const pg::login shared = o.login == login_kind::shared ? pg::dsn_login(o.shared_url)
+                             : o.login == login_kind::pool
+                                 ? pg::login{"awp_pool_scale", std::string(kPoolPassword)}
+                                 : pg::login{};
     std::vector<std::unique_ptr<gateway>> gws;
     for (std::size_t k = 0; k < targets.size(); ++k) {
-        const pg::login own = k < logins.size() ? logins[k] : pg::login{};
+        const pg::login own = o.login == login_kind::pool ? shared
+                              : k < logins.size()         ? logins[k]
+                                                          : pg::login{};
         const std::string host_dsn = o.login == login_kind::super ? dsn
-                                     : o.login == login_kind::shared
+                                     : o.login == login_kind::shared || o.login == login_kind::pool
                                          ? pg::dsn_with_login(host_base, shared)
                                          : pg::dsn_with_login(host_base, own);
         gws.push_back(std::make_unique<gateway>(*ios[k % static_cast<std::size_t>(nthreads)], o,
                                                 targets[k].gateway, slugs[k], targets[k].agent,
-                                                host_dsn, own));
+                                                host_dsn, own, k < keys.size() ? keys[k] : ""));
     }
     int wake_pid = 0;
     if (o.wake == mode::awp_wake) {
@@ -1085,6 +1121,7 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         per_write(a, pool_ticks_a), pool_mib,
         o.login == login_kind::super    ? "super"
         : o.login == login_kind::shared ? "shared"
+        : o.login == login_kind::pool   ? "pool"
                                         : "gateway",
         o.pooler.empty() ? 0 : 1, streams);
     (void)after_a;
