@@ -1,12 +1,14 @@
 // The wake relay's parsers of outside bytes (core/wake.hpp): the lines a host reads from the
 // relay, the awp_wake payloads anyone may NOTIFY, and the Authorization header of a stream
-// request. A line that parses as a wake-up must format back to itself.
+// request, and the gateway key a pool login's host sends in Awp-Gateway-Key (pg::is_gateway_key).
+// A line that parses as a wake-up must format back to itself.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
+#include "awp/core/pg.hpp"
 #include "awp/core/wake.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -24,6 +26,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (const auto c = wake::parse_basic_credentials(text)) {
         if (c->user.empty() || c->user.find(':') != std::string::npos) std::abort();
+    }
+    if (awp::core::pg::is_gateway_key(text)) {
+        // Exactly the shape the database checks: 81 characters of the key's alphabet.
+        if (text.size() != 81 || text.substr(0, 5) != "awpk_" || text[37] != '_') std::abort();
+        for (const char c : text) {
+            const bool ok = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+                            (c >= 'A' && c <= 'Z') || c == '-' || c == '_';
+            if (!ok) std::abort();
+        }
     }
     return 0;
 }

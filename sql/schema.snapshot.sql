@@ -72,9 +72,9 @@ table public.agent_commands (owner postgres), row level security forced, with (a
   CREATE TRIGGER agent_commands_zz_run_shell_gate BEFORE INSERT ON public.agent_commands FOR EACH ROW EXECUTE FUNCTION public.awp_commands_run_shell_gate()
   policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_cancel PERMISSIVE FOR UPDATE TO authenticated USING (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = ANY (ARRAY['pending'::public.command_status, 'leased'::public.command_status])))) WITH CHECK (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = 'cancelled'::public.command_status)))
   policy tenant_enqueue PERMISSIVE FOR INSERT TO authenticated WITH CHECK (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = 'pending'::public.command_status)))
@@ -147,9 +147,9 @@ table public.agent_inbox_items (owner postgres), row level security, with (autov
   CREATE TRIGGER agent_inbox_items_updated_at BEFORE UPDATE ON public.agent_inbox_items FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -217,7 +217,7 @@ table public.agents (owner postgres), row level security
   CREATE TRIGGER agents_updated_at BEFORE UPDATE ON public.agents FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_own PERMISSIVE FOR SELECT TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -347,23 +347,12 @@ table public.daemon_heartbeats (owner postgres), row level security forced
   CREATE UNIQUE INDEX daemon_heartbeats_pkey ON public.daemon_heartbeats USING btree (gateway_id, daemon, instance)
   policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
-
-table public.gateway_claim_secret (owner postgres), row level security
-  column one boolean NOT NULL DEFAULT true
-  column ipad bytea NOT NULL
-  column opad bytea NOT NULL
-  constraint gateway_claim_secret_ipad_check CHECK (length(ipad) = 64)
-  constraint gateway_claim_secret_one_check CHECK (one)
-  constraint gateway_claim_secret_opad_check CHECK (length(opad) = 64)
-  constraint gateway_claim_secret_pkey PRIMARY KEY (one)
-  CREATE UNIQUE INDEX gateway_claim_secret_pkey ON public.gateway_claim_secret USING btree (one)
-  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.gateway_keys (owner postgres), row level security
   column gateway_id uuid NOT NULL
@@ -375,12 +364,9 @@ table public.gateway_keys (owner postgres), row level security
   constraint gateway_keys_secret_sha256_check CHECK (length(secret_sha256) = 32)
   constraint gateway_keys_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   CREATE UNIQUE INDEX gateway_keys_pkey ON public.gateway_keys USING btree (gateway_id)
+  policy presented_key PERMISSIVE FOR SELECT TO awp_gateway USING ((gateway_id = ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id)))
   policy service_role_all PERMISSIVE FOR SELECT TO service_role USING (true)
-  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
-  column grants created_at: service_role: SELECT
-  column grants gateway_id: service_role: SELECT
-  column grants rotated_at: service_role: SELECT
-  column grants tenant_id: service_role: SELECT
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; awp_gateway: SELECT; service_role: SELECT
 
 table public.gateway_registration_tokens (owner postgres), row level security
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -447,9 +433,9 @@ table public.gateways (owner postgres), row level security
   CREATE TRIGGER gateways_updated_at BEFORE UPDATE ON public.gateways FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((id = COALESCE(( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id)))) WITH CHECK ((id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -495,9 +481,9 @@ table public.knowledge_chunks (owner postgres), row level security forced
   CREATE TRIGGER knowledge_chunks_updated_at BEFORE UPDATE ON public.knowledge_chunks FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_tenant PERMISSIVE FOR ALL TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant)))) WITH CHECK ((tenant_id = COALESCE(( SELECT g.tenant_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).tenant_id AS tenant_id)))) WITH CHECK ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).tenant_id AS tenant_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -623,9 +609,9 @@ table public.knowledge_items (owner postgres), row level security
   CREATE TRIGGER knowledge_items_skill_version AFTER INSERT OR UPDATE ON public.knowledge_items FOR EACH ROW WHEN (new.kind = 'skill'::text) EXECUTE FUNCTION public.awp_knowledge_item_version()
   policy gateway_tenant PERMISSIVE FOR ALL TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant)))) WITH CHECK ((tenant_id = COALESCE(( SELECT g.tenant_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).tenant_id AS tenant_id)))) WITH CHECK ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).tenant_id AS tenant_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -771,9 +757,9 @@ table public.secrets (owner postgres), row level security forced
   CREATE TRIGGER secrets_updated_at BEFORE UPDATE ON public.secrets FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id)))) WITH CHECK ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway() AS awp_claimed_gateway))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -806,7 +792,7 @@ table public.source_connections (owner postgres), row level security forced
   CREATE TRIGGER source_connections_updated_at BEFORE UPDATE ON public.source_connections FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).tenant_id AS tenant_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -859,7 +845,7 @@ table public.task_relations (owner postgres), row level security
   CREATE UNIQUE INDEX task_relations_unique ON public.task_relations USING btree (tenant_id, source_task_id, target_task_id, relation_type)
   policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).tenant_id AS tenant_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -910,7 +896,7 @@ table public.tasks (owner postgres), row level security
   CREATE TRIGGER tasks_updated_at BEFORE UPDATE ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).tenant_id AS tenant_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -934,7 +920,7 @@ table public.tenants (owner postgres), row level security forced
   CREATE TRIGGER tenants_updated_at BEFORE UPDATE ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
-  WHERE (g.role_name = SESSION_USER)), ( SELECT public.awp_claimed_gateway_tenant() AS awp_claimed_gateway_tenant))))
+  WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).tenant_id AS tenant_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_own_row PERMISSIVE FOR SELECT TO authenticated USING ((id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -1024,18 +1010,6 @@ function public.awp_check_search_args(p_fn text, p_match_count integer, p_filter
 function public.awp_check_time_zone(p_timezone text)
   returns text, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
-function public.awp_claim_gateway(p_key text)
-  returns uuid, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
-  execute (owner): EXECUTE; awp_gateway: EXECUTE
-function public.awp_claim_mac(p_gateway uuid, p_tenant uuid)
-  returns text, sql STABLE SET search_path="", owner postgres
-  execute (owner): EXECUTE
-function public.awp_claimed_gateway()
-  returns uuid, sql STABLE SECURITY DEFINER SET search_path="", owner postgres
-  execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
-function public.awp_claimed_gateway_tenant()
-  returns uuid, sql STABLE SECURITY DEFINER SET search_path="", owner postgres
-  execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_command_for_transition(p_command_id uuid, p_verb text, p_expected public.command_status[], p_lease_token uuid)
   returns public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -1117,6 +1091,9 @@ function public.awp_inbox_item_for_transition(p_item_id uuid, p_verb text, p_lea
 function public.awp_jsonb_patch(p_payload jsonb, p_patch jsonb)
   returns jsonb, sql IMMUTABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_key_binding(OUT gateway_id uuid, OUT tenant_id uuid)
+  returns record, plpgsql STABLE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_knowledge_item_for_mark(p_item_id uuid, p_verb text, p_lease_token uuid, p_source_hash text)
   returns public.knowledge_items, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -1153,6 +1130,9 @@ function public.awp_notify_inbox_requeued()
 function public.awp_notify_secrets()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
+function public.awp_present_gateway_key(p_key text)
+  returns text, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE; awp_gateway: EXECUTE
 function public.awp_resolve_gateway(p_gateway_slug text, p_tenant_id uuid DEFAULT NULL::uuid)
   returns uuid, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -1182,6 +1162,9 @@ function public.awp_tasks_before_write()
   execute (owner): EXECUTE
 function public.awp_text_array_to_string(p text[])
   returns text, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_transaction_mark()
+  returns text, sql STABLE PARALLEL SAFE, owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_work_products_before_write()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres

@@ -292,12 +292,15 @@ net::awaitable<std::optional<std::string>> relay::check_login(const std::string&
         pg::connection c = co_await pg::connection::async_connect(dsn);
         c.set_gateway_key(gateway_key);  // the relay's own process has none
         const pg::result r = co_await c.async_query("SELECT public.awp_session_gateway()::text");
-        if (r.size() != 1 || r.is_null(0, 0)) {
-            status = 403;
+        const std::string id(r.size() == 1 ? r.text(0, 0) : std::string_view());
+        const auto hex = core::wake::gateway_hex(id);
+        // A key must be honoured as sent: refused (wrong, rotated, another gateway's), or beside
+        // a gateway's own login that names another gateway, it is 401, as a wrong password is.
+        if (!gateway_key.empty() && (!hex || gateway_key.compare(5, 32, *hex) != 0)) {
+            status = 401;
             co_return std::nullopt;
         }
-        const std::string id(r.text(0, 0));
-        if (!core::wake::gateway_hex(id)) {
+        if (!hex) {  // the login is no gateway's
             status = 403;
             co_return std::nullopt;
         }
@@ -316,10 +319,6 @@ net::awaitable<std::optional<std::string>> relay::check_login(const std::string&
                              what.find("no password supplied") != std::string_view::npos;
         status = refused ? 401 : 503;
         if (!refused) log::warn("cannot check a login", {{"error", std::string(what)}});
-        co_return std::nullopt;
-    } catch (const pg::insufficient_privilege&) {
-        // The key refused, or presented by a gateway's own login: not this host's to use.
-        status = 401;
         co_return std::nullopt;
     } catch (const core::error& e) {
         log::warn("cannot check a login", {{"error", std::string(e.what())}});

@@ -72,16 +72,16 @@ GRANT EXECUTE ON FUNCTION public.awp_session_tenant_id() TO authenticated, awp_g
 
 -- The session's gateway and its tenant: the login role (session_user, which SET ROLE does not
 -- change) looked up in gateway_roles, where a gateway role reads its own row only; else, for a
--- pool login, the gateway its transaction claimed with a key (awp_claim_gateway, sql/0026); NULL
--- for every other role. The policies spell the same lookups out as subqueries (InitPlans, run
--- once per statement, the claim's only when there is no binding); these functions are for
--- everything else.
+-- pool login, the gateway whose key its transaction presented (awp_present_gateway_key,
+-- sql/0026), looked up in gateway_keys by the key's SHA-256; NULL for every other role. The
+-- policies spell the same lookups out as subqueries (InitPlans, run once per statement, the key's
+-- only when there is no binding); these functions are for everything else.
 CREATE OR REPLACE FUNCTION public.awp_session_gateway() RETURNS uuid
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
   SELECT COALESCE((SELECT r.gateway_id FROM public.gateway_roles r
                     WHERE r.role_name OPERATOR(pg_catalog.=) session_user),
-                  public.awp_claimed_gateway())
+                  (public.awp_key_binding()).gateway_id)
 $$;
 REVOKE ALL ON FUNCTION public.awp_session_gateway() FROM PUBLIC, anon, authenticated;
 GRANT EXECUTE ON FUNCTION public.awp_session_gateway() TO awp_gateway, service_role;
@@ -91,87 +91,59 @@ LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
   SELECT COALESCE((SELECT r.tenant_id FROM public.gateway_roles r
                     WHERE r.role_name OPERATOR(pg_catalog.=) session_user),
-                  public.awp_claimed_gateway_tenant())
+                  (public.awp_key_binding()).tenant_id)
 $$;
 REVOKE ALL ON FUNCTION public.awp_session_gateway_tenant() FROM PUBLIC, anon;
 GRANT EXECUTE ON FUNCTION public.awp_session_gateway_tenant() TO authenticated, awp_gateway, service_role;
 
 -- Gateway keys (sql/0026, docs/security.md "Gateway keys"): a pool login's transaction presents
 -- its gateway's key first and acts as that gateway until it ends.
--- The mac of a claim of p_gateway (of p_tenant) by this backend in this transaction. Only the
--- owner executes it (from the SECURITY DEFINER functions below).
-CREATE OR REPLACE FUNCTION public.awp_claim_mac(p_gateway uuid, p_tenant uuid) RETURNS text
-LANGUAGE sql STABLE
+-- This transaction's mark: its start, in microseconds since the epoch.
+CREATE OR REPLACE FUNCTION public.awp_transaction_mark() RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+  SELECT ((pg_catalog.date_part('epoch', pg_catalog.transaction_timestamp())
+           OPERATOR(pg_catalog.*) 1000000)::bigint)::text
+$$;
+REVOKE ALL ON FUNCTION public.awp_transaction_mark() FROM PUBLIC, anon;
+GRANT EXECUTE ON FUNCTION public.awp_transaction_mark() TO authenticated, awp_gateway, service_role;
+
+-- Presents a gateway key for the rest of this transaction (awp.gateway_key = "<key>:<mark>").
+-- It checks nothing itself: a key that is malformed, refused or of a deleted gateway makes the
+-- transaction nobody's, as if none were presented. plpgsql: its plan stays cached for the
+-- session (an inlined SQL function would be parsed again with every statement). Returns ''.
+CREATE OR REPLACE FUNCTION public.awp_present_gateway_key(p_key text) RETURNS text
+LANGUAGE plpgsql VOLATILE
 SET search_path = ''
 AS $$
-  SELECT encode(sha256(s.opad || sha256(s.ipad || convert_to(
-           p_gateway::text || ':' || p_tenant::text || ':' || pg_backend_pid()::text || ':'
-           || (extract(epoch FROM transaction_timestamp()) * 1000000)::bigint::text, 'UTF8'))), 'hex')
-    FROM public.gateway_claim_secret s
+BEGIN
+  PERFORM set_config('awp.gateway_key', concat(p_key, ':', public.awp_transaction_mark()), true);
+  RETURN '';
+END
 $$;
-REVOKE ALL ON FUNCTION public.awp_claim_mac(uuid, uuid) FROM PUBLIC, anon, authenticated, service_role;
+REVOKE ALL ON FUNCTION public.awp_present_gateway_key(text) FROM PUBLIC, anon, authenticated, service_role;
+GRANT EXECUTE ON FUNCTION public.awp_present_gateway_key(text) TO awp_gateway;
 
--- The gateway (and its tenant) this transaction has claimed with a key, or NULL: a setting that
--- is missing, malformed, or whose mac does not verify names nobody.
-CREATE OR REPLACE FUNCTION public.awp_claimed_gateway() RETURNS uuid
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = ''
-AS $$
-  SELECT CASE WHEN split_part(c, ':', 3) = public.awp_claim_mac(split_part(c, ':', 1)::uuid,
-                                                                split_part(c, ':', 2)::uuid)
-              THEN split_part(c, ':', 1)::uuid END
-    FROM (SELECT current_setting('awp.gateway_claim', true) AS c) s
-   WHERE c ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[0-9a-f]{64}$'
-$$;
-REVOKE ALL ON FUNCTION public.awp_claimed_gateway() FROM PUBLIC, anon, authenticated;
-GRANT EXECUTE ON FUNCTION public.awp_claimed_gateway() TO awp_gateway, service_role;
-
-CREATE OR REPLACE FUNCTION public.awp_claimed_gateway_tenant() RETURNS uuid
-LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path = ''
-AS $$
-  SELECT CASE WHEN split_part(c, ':', 3) = public.awp_claim_mac(split_part(c, ':', 1)::uuid,
-                                                                split_part(c, ':', 2)::uuid)
-              THEN split_part(c, ':', 2)::uuid END
-    FROM (SELECT current_setting('awp.gateway_claim', true) AS c) s
-   WHERE c ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[0-9a-f]{64}$'
-$$;
-REVOKE ALL ON FUNCTION public.awp_claimed_gateway_tenant() FROM PUBLIC, anon;
--- current_tenant_id() names it through awp_session_gateway_tenant(), as in sql/0023.
-GRANT EXECUTE ON FUNCTION public.awp_claimed_gateway_tenant() TO authenticated, awp_gateway, service_role;
-
--- Presents a gateway key: the rest of this transaction acts as that gateway. For a pool login
--- (a member of awp_gateway bound to no gateway); a gateway's own login is its gateway and claims
--- nothing. A malformed key is AW004; a key that is not the gateway's current one, or of a gateway
--- that does not exist, is 42501 with one message for both.
-CREATE OR REPLACE FUNCTION public.awp_claim_gateway(p_key text) RETURNS uuid
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+-- The gateway (and its tenant) whose current key this transaction presented, or NULLs: the
+-- setting must be "<key>:<mark>" with this transaction's mark and a well-formed key (nothing
+-- malformed is cast), then one index probe on gateway_keys as the owner for the key's gateway
+-- and its secret's SHA-256. The policies call it as an InitPlan only when the login has no
+-- binding of its own; plpgsql, so a policy that names it stays cheap to plan.
+CREATE OR REPLACE FUNCTION public.awp_key_binding(OUT gateway_id uuid, OUT tenant_id uuid)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = ''
 AS $$
 DECLARE
-  v_gateway uuid;
-  v_tenant uuid;
+  v text := current_setting('awp.gateway_key', true);
 BEGIN
-  IF p_key IS NULL OR p_key !~ '^awpk_[0-9a-f]{32}_[A-Za-z0-9_-]{43}$' THEN
-    RAISE EXCEPTION 'awp_claim_gateway: not a gateway key (awpk_<32 hex>_<43 base64url characters>)'
-      USING ERRCODE = 'AW004';
+  IF length(v) > 82 AND substr(v, 82) = concat(':', public.awp_transaction_mark())
+     AND left(v, 5) = 'awpk_' AND substr(v, 38, 1) = '_'
+     AND translate(substr(v, 6, 32), '0123456789abcdef', '') = '' THEN
+    SELECT k.gateway_id, k.tenant_id INTO gateway_id, tenant_id FROM public.gateway_keys k
+     WHERE k.gateway_id = substr(v, 6, 32)::uuid
+       AND k.secret_sha256 = sha256(convert_to(substr(v, 39, 43), 'UTF8'));
   END IF;
-  IF EXISTS (SELECT 1 FROM public.gateway_roles r WHERE r.role_name = session_user) THEN
-    RAISE EXCEPTION 'awp_claim_gateway: login % is bound to its own gateway; keys are for a pool login',
-      session_user USING ERRCODE = '42501';
-  END IF;
-  v_gateway := substr(p_key, 6, 32)::uuid;
-  SELECT k.tenant_id INTO v_tenant FROM public.gateway_keys k
-   WHERE k.gateway_id = v_gateway
-     AND k.secret_sha256 = sha256(convert_to(substr(p_key, 39), 'UTF8'));
-  IF v_tenant IS NULL THEN
-    RAISE EXCEPTION 'awp_claim_gateway: gateway key refused' USING ERRCODE = '42501';
-  END IF;
-  PERFORM set_config('awp.gateway_claim',
-                     v_gateway::text || ':' || v_tenant::text || ':' || public.awp_claim_mac(v_gateway, v_tenant),
-                     true);
-  RETURN v_gateway;
 END
 $$;
-REVOKE ALL ON FUNCTION public.awp_claim_gateway(text) FROM PUBLIC, anon, authenticated, service_role;
-GRANT EXECUTE ON FUNCTION public.awp_claim_gateway(text) TO awp_gateway;
+REVOKE ALL ON FUNCTION public.awp_key_binding() FROM PUBLIC, anon;
+GRANT EXECUTE ON FUNCTION public.awp_key_binding() TO authenticated, awp_gateway, service_role;

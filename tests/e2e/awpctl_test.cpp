@@ -189,7 +189,7 @@ TEST_CASE(
               .size() == 1);
     const auto second = key();
     CHECK(second != first);
-    CHECK_THROWS_AS(host.exec("SELECT 1"), awp::core::pg::insufficient_privilege);
+    CHECK(host.exec("SELECT 1 FROM gateways").size() == 0);  // the first key reaches nothing
     host.set_gateway_key(second);
     CHECK(host.exec("SELECT 1 FROM gateways").size() == 1);
     // Not for anyone but an administrator.

@@ -60,7 +60,7 @@ net::awaitable<int> two_sessions(std::string dsn) {
 }
 
 // Two hosts on the pool login, each with its own gateway's key, taking turns on the pool's one
-// server connection: each statement (and each BEGIN ... COMMIT) goes out behind its host's claim,
+// server connection: each statement (and each BEGIN ... COMMIT) goes out behind its host's key,
 // so each host sees its own gateway's command and never the other's. Returns what they saw.
 net::awaitable<std::string> two_hosts(std::string dsn_a, std::string key_a, std::string dsn_b,
                                       std::string key_b) {
@@ -74,7 +74,8 @@ net::awaitable<std::string> two_hosts(std::string dsn_a, std::string key_a, std:
         auto rb = co_await b.query("SELECT string_agg(gateway_id::text, ',') FROM agent_commands");
         seen += std::string(ra.text(0, 0)) + "|" + std::string(rb.text(0, 0)) + "\n";
     }
-    // Inside a transaction the claim of its BEGIN holds, while the other host's statements wait.
+    // Inside a transaction the key presented with its BEGIN holds, while the other host's
+    // statements wait.
     pg::connection* ca = co_await a.get();
     co_await pg::async_transaction(*ca, [&](pg::connection& c) -> net::awaitable<void> {
         auto r = co_await c.async_query("SELECT count(*) FROM agent_commands");
@@ -136,13 +137,12 @@ TEST_CASE(
     for (int i = 0; i < 20; ++i) expected += gateways[0] + "|" + gateways[1] + "\n";
     expected += "tx:1:" + gateways[0] + "\n";
     CHECK(seen == expected);
-    // One server connection served both, and it holds no claim afterwards.
+    // One server connection served both, and it holds no key afterwards.
     const auto s = server_state(awp::test::via_pgbouncer(a.dsn));
     CHECK(s.user == "awp_pool_test");
     CHECK(s.prepared == 0);
     auto c = pg::connection::connect(awp::test::via_pgbouncer(a.dsn));
-    CHECK(c.exec("SELECT coalesce(current_setting('awp.gateway_claim', true), '')").text(0, 0) ==
-          "");
+    CHECK(c.exec("SELECT coalesce(current_setting('awp.gateway_key', true), '')").text(0, 0) == "");
     CHECK(c.exec("SELECT count(*) FROM agent_commands").text(0, 0) == "0");
 }
 

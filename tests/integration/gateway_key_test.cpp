@@ -1,9 +1,9 @@
 // Gateway keys (sql/0026): hosts on one shared pool login, each confined to its own gateway by
-// a key presented in every transaction. Without a claim the pool login reaches nothing; a claim
-// cannot be forged, replayed in another transaction or on another backend, made with a wrong,
-// rotated or another gateway's key, or made by a gateway's own login; with its key a host
-// reaches exactly what that gateway's own login does. Only an administrator makes keys and pool
-// logins.
+// a key presented in every transaction. Without a key the pool login reaches nothing; a wrong,
+// rotated, another gateway's or a deleted gateway's key reaches nothing, nor a key set for the
+// session or marked for another transaction, nor a key beside a gateway's own login; with its key
+// a host reaches exactly what that gateway's own login does. Only an administrator makes keys
+// and pool logins.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -56,14 +56,14 @@ std::string new_secret() {
 }  // namespace
 
 TEST_CASE(
-    "integration: a pool login reaches nothing without a claim, and with its gateway's key "
+    "integration: a pool login reaches nothing without a key, and with its gateway's key "
     "exactly what that gateway's own login reaches",
     "[gateway][security][integration]") {
     gateway_world w;
     const auto host_a = w.db.pool_login(w.a);
     const auto host_c = w.db.pool_login(w.c_slug);
 
-    // No claim: nothing, and no queue RPC on any gateway.
+    // No key: nothing, and no queue RPC on any gateway.
     auto bare = pg::connection::connect(host_a.dsn);
     CHECK(one(bare, "SELECT current_user::text") == "awp_pool_test");
     CHECK(visible(bare) ==
@@ -93,12 +93,12 @@ TEST_CASE(
     CHECK(one(as_a, "SELECT current_tenant_id()::text") == w.t1);
     CHECK(one(as_c, "SELECT current_tenant_id()::text") == w.t2);
 
-    // The claim lasts one transaction: the same connection without its key sees nothing again.
+    // The key lasts one transaction: the same connection without it sees nothing again.
     as_a.set_gateway_key("");
     CHECK(count(as_a, "SELECT count(*) FROM agent_commands") == 0);
     as_a.set_gateway_key(host_a.key);
 
-    // Another gateway's rows through A's claim: not found, untouched.
+    // Another gateway's rows with A's key: not found, untouched.
     for (const auto& other : {w.b_slug, w.b, w.c}) {
         CHECK(sqlstate_of([&] {
                   as_a.exec("SELECT * FROM lease_and_start_command(60, $1, 'spy')", {other});
@@ -111,8 +111,8 @@ TEST_CASE(
               as_a.exec("UPDATE agent_commands SET gateway_id = $1 WHERE id = $2", {w.b, w.a_cmd});
           }) == "42501");
 
-    // Its own work, each statement its own transaction through the claim; and inside one
-    // BEGIN ... COMMIT, where the claim made with the BEGIN holds to the end.
+    // Its own work, each statement its own transaction with the key; and inside one
+    // BEGIN ... COMMIT, where the key presented with the BEGIN holds to the end.
     auto leased =
         as_a.exec("SELECT id::text, lease_token::text FROM lease_and_start_command(60, $1, 'r1')",
                   {w.a_slug});
@@ -138,103 +138,108 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "integration: a gateway claim cannot be forged, replayed, made with a wrong, rotated or "
-    "another gateway's key, or made by a gateway's own login",
+    "integration: a presented key reaches nothing when it is wrong, rotated, another gateway's, "
+    "of a deleted gateway, set for the session, marked for another transaction, or beside a "
+    "gateway's own login",
     "[gateway][security][integration]") {
     gateway_world w;
     const auto host = w.db.pool_login(w.a);
     auto pool = pg::connection::connect(host.dsn);
-
-    // A valid claim of A, as the claim function wrote it in one transaction.
-    std::string claim;
+    const auto present = [&](const std::string& value) {
+        pool.exec("SELECT set_config('awp.gateway_key', $1, true)", {value});
+    };
+    const auto reaches = [&] {
+        return count(pool, "SELECT count(*) FROM agent_commands") +
+               count(pool, "SELECT count(*) FROM secrets") +
+               count(pool, "SELECT count(*) FROM gateway_keys") +
+               count(pool, "SELECT count(*) FROM knowledge_items");
+    };
+    // The key as the connection presents it: this transaction's.
     {
-        pool.set_gateway_key(host.key);
         pg::transaction tx(pool);
-        claim = one(pool, "SELECT current_setting('awp.gateway_claim')");
+        pool.exec("SELECT awp_present_gateway_key($1)", {host.key});
+        CHECK(reaches() == 1 + 1 + 1 + 1);
+        CHECK(one(pool, "SELECT awp_session_gateway()::text") == w.a);
+        // Marked with this transaction's start, and with nothing else.
+        CHECK(one(pool,
+                  "SELECT current_setting('awp.gateway_key') = $1 || ':' || "
+                  "awp_transaction_mark()",
+                  {host.key}) == "t");
+    }
+    // Set for the session in one transaction, then used in the next: not this transaction's.
+    std::string marked;
+    {
+        pg::transaction tx(pool);
+        marked = host.key + ":" + one(pool, "SELECT awp_transaction_mark()");
+        pool.exec("SELECT set_config('awp.gateway_key', $1, false)", {marked});
         CHECK(count(pool, "SELECT count(*) FROM agent_commands") == 1);
         tx.commit();
-        pool.set_gateway_key("");
     }
-    REQUIRE(claim.size() == 36 + 1 + 36 + 1 + 64);
-
-    // Replayed in a later transaction of the same backend, set for the session or locally.
-    pool.exec("SELECT set_config('awp.gateway_claim', $1, false)", {claim});
     CHECK(count(pool, "SELECT count(*) FROM agent_commands") == 0);
     {
         pg::transaction tx(pool);
-        pool.exec("SELECT set_config('awp.gateway_claim', $1, true)", {claim});
-        CHECK(count(pool, "SELECT count(*) FROM agent_commands") == 0);
-        CHECK(one(pool, "SELECT coalesce(awp_session_gateway()::text, 'none')") == "none");
+        present(marked);  // last transaction's mark, presented in this one
+        CHECK(reaches() == 0);
     }
-    // On another backend.
-    {
-        auto other = pg::connection::connect(host.dsn);
-        pg::transaction tx(other);
-        other.exec("SELECT set_config('awp.gateway_claim', $1, true)", {claim});
-        CHECK(count(other, "SELECT count(*) FROM agent_commands") == 0);
-    }
-    // Rewritten to name B (same mac), or with a made-up mac, or malformed.
-    std::string to_b = claim;
-    to_b.replace(0, 36, w.b);
-    for (const auto& forged :
-         {to_b, claim.substr(0, 74) + std::string(64, '0'), w.a + ":" + w.t1 + ":x",
-          std::string("'; SELECT 1; --"), std::string(4096, 'a')}) {
+    pool.exec("SELECT set_config('awp.gateway_key', '', false)");
+    // A future mark, no mark, another backend's idea of now.
+    for (const auto& value : {host.key + ":9999999999999999", host.key, host.key + ":",
+                              host.key + ":" + marked.substr(82) + "0"}) {
         pg::transaction tx(pool);
-        pool.exec("SELECT set_config('awp.gateway_claim', $1, true)", {forged});
-        CHECK(count(pool, "SELECT count(*) FROM agent_commands") == 0);
-        CHECK(count(pool, "SELECT count(*) FROM secrets") == 0);
+        present(value);
+        CHECK(reaches() == 0);
     }
-
-    // Keys: a wrong secret, A's secret under B's id, an unknown gateway: one refusal, 42501.
+    // Wrong secret; A's secret under B's id; an unknown gateway; malformed values, which must
+    // name nobody and never fail the statement.
     const std::string secret = host.key.substr(38);
     std::string b_hex = w.b;
     b_hex.erase(std::remove(b_hex.begin(), b_hex.end(), '-'), b_hex.end());
-    for (const auto& bad : {host.key.substr(0, 38) + new_secret(), "awpk_" + b_hex + "_" + secret,
-                            "awpk_" + std::string(32, '0') + "_" + secret}) {
+    for (const auto& bad :
+         {host.key.substr(0, 38) + new_secret(), "awpk_" + b_hex + "_" + secret,
+          "awpk_" + std::string(32, '0') + "_" + secret, std::string("awpk_"),
+          "awpk_" + std::string(32, 'x') + "_" + secret,
+          "awpk_" + b_hex.substr(0, 31) + "-_" + secret, std::string("'; SELECT 1; --"),
+          std::string(4096, 'a'), host.key.substr(0, 80), host.key + "x"}) {
         INFO(bad);
-        CHECK(sqlstate_of([&] { pool.exec("SELECT awp_claim_gateway($1)", {bad}); }) == "42501");
-        CHECK(message_of([&] { pool.exec("SELECT awp_claim_gateway($1)", {bad}); }) ==
-              "awp_claim_gateway: gateway key refused");
+        pg::transaction tx(pool);
+        pool.exec("SELECT awp_present_gateway_key($1)", {bad});
+        CHECK(reaches() == 0);
+        CHECK(one(pool, "SELECT coalesce(awp_session_gateway()::text, 'none')") == "none");
     }
-    // Malformed: refused for what it is, and never half-read.
-    for (const auto& bad : {std::string(""), std::string("awpk_"), host.key + "x",
-                            host.key.substr(0, 80), std::string("awpk_") + std::string(200, 'f')}) {
-        CHECK(sqlstate_of([&] { pool.exec("SELECT awp_claim_gateway($1)", {bad}); }) == "AW004");
-    }
-    CHECK(message_of([&] {
-              pool.exec("SELECT awp_claim_gateway(NULL)");
-          }).find("not a gateway key") != std::string::npos);
-    // The connection refuses nothing itself: the database does, and the statement fails.
+    // The connection presents whatever it is given; a key the database does not know makes the
+    // transaction nobody's, and the queue RPCs answer "not found".
     pool.set_gateway_key(host.key.substr(0, 38) + new_secret());
-    CHECK(sqlstate_of([&] { pool.exec("SELECT count(*) FROM agent_commands"); }) == "42501");
+    CHECK(reaches() == 0);
+    CHECK(sqlstate_of([&] {
+              pool.exec("SELECT * FROM lease_and_start_command(60, $1, 'spy')", {w.a});
+          }) == "AW003");
     pool.set_gateway_key("");
 
-    // A gateway's own login claims nothing, even with a valid key of another gateway.
+    // A gateway's own login stays its gateway, whatever key it presents.
     const auto host_b = w.db.pool_login(w.b);
     auto own_a = pg::connection::connect(w.db.gateway_dsn(w.a));
-    CHECK(message_of([&] {
-              own_a.exec("SELECT awp_claim_gateway($1)", {host_b.key});
-          }).find("is bound to its own gateway") != std::string::npos);
     own_a.set_gateway_key(host_b.key);
-    CHECK(sqlstate_of([&] { own_a.exec("SELECT 1"); }) == "42501");
+    CHECK(one(own_a, "SELECT string_agg(id::text, ',') FROM agent_commands") == w.a_cmd);
+    CHECK(one(own_a, "SELECT awp_session_gateway()::text") == w.a);
 
-    // Rotation: the old key stops working at once, the new one works.
+    // Rotation: the old key reaches nothing at once, the new one works.
     auto rotating = pg::connection::connect(host.dsn);
     rotating.set_gateway_key(host.key);
     CHECK(count(rotating, "SELECT count(*) FROM agent_commands") == 1);
     const auto fresh = key_of(w.admin, w.a_slug, new_secret());
-    CHECK(sqlstate_of([&] { rotating.exec("SELECT count(*) FROM agent_commands"); }) == "42501");
+    CHECK(count(rotating, "SELECT count(*) FROM agent_commands") == 0);
     rotating.set_gateway_key(fresh);
     CHECK(count(rotating, "SELECT count(*) FROM agent_commands") == 1);
 
     // The gateway deleted: its key goes with it.
     w.admin.exec("DELETE FROM gateways WHERE id = $1", {w.a});
-    CHECK(sqlstate_of([&] { rotating.exec("SELECT 1"); }) == "42501");
+    CHECK(count(rotating, "SELECT count(*) FROM gateway_keys") == 0);
+    CHECK(count(rotating, "SELECT count(*) FROM gateways") == 0);
 }
 
 TEST_CASE(
-    "integration: only an administrator makes gateway keys and pool logins; nobody else reads "
-    "a key's hash, the claim secret or the mac",
+    "integration: only an administrator makes gateway keys and pool logins, and a gateway role "
+    "sees no key but the one it presents",
     "[gateway][security][integration]") {
     gateway_world w;
     const auto host = w.db.pool_login(w.a);
@@ -246,19 +251,21 @@ TEST_CASE(
     std::vector<pg::connection*> others{&pool, &own, &daemon, &api};
     for (auto* c : others) {
         for (const char* sql : {"SELECT * FROM awp_gateway_key('default', sha256('x'::bytea))",
-                                "SELECT awp_gateway_pool_role(repeat('x', 30), 'awp_pool_spy')",
-                                "SELECT * FROM gateway_keys", "SELECT * FROM gateway_claim_secret",
-                                "SELECT awp_claim_mac(gen_random_uuid(), gen_random_uuid())"}) {
+                                "SELECT awp_gateway_pool_role(repeat('x', 30), 'awp_pool_spy')"}) {
             INFO(sql);
             CHECK(sqlstate_of([&] { c->exec(sql); }) == "42501");
         }
     }
-    // Not through an API role either.
-    awp::test::as_service(api);
-    CHECK(sqlstate_of([&] { api.exec("SELECT * FROM gateway_keys"); }) == "42501");
-    CHECK(sqlstate_of([&] { api.exec("SELECT awp_claim_gateway($1)", {host.key}); }) == "42501");
+    // The keys: the pool login sees the one it presents, a gateway's own login none; the API
+    // login nothing at all.
+    CHECK(one(pool, "SELECT string_agg(gateway_id::text, ',') FROM gateway_keys") == w.a);
+    CHECK(count(own, "SELECT count(*) FROM gateway_keys") == 0);
+    CHECK(sqlstate_of([&] { api.exec("SELECT 1 FROM gateway_keys"); }) == "42501");
+    // Not through an API role either: a user presents no key.
     awp::test::as_user(api, w.t1, "00000000-0000-0000-0000-00000000000a");
-    CHECK(sqlstate_of([&] { api.exec("SELECT awp_claim_gateway($1)", {host.key}); }) == "42501");
+    CHECK(sqlstate_of([&] { api.exec("SELECT 1 FROM gateway_keys"); }) == "42501");
+    CHECK(sqlstate_of([&] { api.exec("SELECT awp_present_gateway_key($1)", {host.key}); }) ==
+          "42501");
 
     // Arguments an administrator gets wrong are named.
     CHECK(sqlstate_of([&] {

@@ -1,7 +1,11 @@
 // core::wake: the relay's line protocol, what both ends accept and refuse.
 #include <catch2/catch.hpp>
 
+#include <string>
+#include <vector>
+
 #include "awp/core/channels.hpp"
+#include "awp/core/pg.hpp"
 #include "awp/core/wake.hpp"
 
 using namespace awp::core;
@@ -82,5 +86,23 @@ TEST_CASE("wake: the relay reads Basic credentials and nothing else",
           "Basic " + std::string(2000, 'A')}) {
         INFO(bad);
         CHECK_FALSE(wake::parse_basic_credentials(bad));
+    }
+}
+
+TEST_CASE("wake: a gateway key has exactly the shape the database accepts", "[wake]") {
+    namespace pg = awp::core::pg;
+    const std::string hex(32, 'a'), secret = std::string(42, 'Z') + "_";
+    const std::string key = "awpk_" + hex + "_" + secret;
+    CHECK(pg::is_gateway_key(key));
+    CHECK(
+        pg::is_gateway_key("awpk_0123456789abcdef0123456789abcdef_" + std::string(41, '-') + "Az"));
+    for (const auto& bad : std::vector<std::string>{
+             "", "awpk_", key + "x", key.substr(0, 80), "AWPK_" + key.substr(5),
+             "awpk_" + std::string(32, 'A') + "_" + secret,  // the id is lowercase hex
+             "awpk_" + hex + "-" + secret, "awpk_" + hex + "_" + std::string(42, 'Z') + "=",
+             "awpk_" + hex + "_" + std::string(42, 'Z') + "\n",
+             "awpk_" + hex + "_" + std::string(42, 'Z') + std::string(1, '\0')}) {
+        INFO(bad);
+        CHECK_FALSE(pg::is_gateway_key(bad));
     }
 }

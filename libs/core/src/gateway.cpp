@@ -37,7 +37,13 @@ boost::asio::awaitable<ref> resolve(pg::session& db, const std::string& id_or_sl
     } catch (const pg::sql_error& e) {
         refuse(id_or_slug, e.what());
     }
-    if (r.size() != 1) refuse(id_or_slug, std::string("not found"));
+    if (r.size() != 1) {
+        // On a pool login a key the database does not know shows as no gateway at all.
+        refuse(id_or_slug, pg::default_gateway_key().empty()
+                               ? std::string("not found")
+                               : std::string("not found, or GATEWAY_KEY is not the current key of "
+                                             "this gateway (awpctl gateway key)"));
+    }
     ref out;
     out.id = r.get<std::string>(0, 0);
     out.slug = r.get<std::string>(0, 1);

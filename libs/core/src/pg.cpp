@@ -360,7 +360,7 @@ struct param_arrays {
 
 result connection::exec(std::string_view sql, const params& p) {
     if (!conn_) throw connection_error("query on a closed connection");
-    if (claims_next()) {
+    if (presents_key_next()) {
         std::vector<pipelined> one{{std::string(sql), p}};
         return exec_pipeline(std::move(one)).back();
     }
@@ -390,7 +390,7 @@ net::posix::stream_descriptor& connection::socket(const net::any_io_executor& ex
 
 net::awaitable<result> connection::async_exec(std::string sql, params p) {
     if (!conn_) throw connection_error("query on a closed connection");
-    if (claims_next()) {
+    if (presents_key_next()) {
         std::vector<pipelined> one(1);
         one[0].sql = std::move(sql);
         one[0].p = std::move(p);
@@ -424,7 +424,7 @@ net::awaitable<result> connection::async_exec_prepared(std::string sql, params p
     for (int attempt = 0;; ++attempt) {
         const std::string name = co_await async_prepare(sql, static_cast<int>(p.size()));
         try {
-            if (claims_next()) {
+            if (presents_key_next()) {
                 std::vector<pipelined> one(1);
                 one[0].sql = sql;
                 one[0].p = p;
@@ -494,7 +494,7 @@ net::awaitable<result> connection::async_finish() {
     co_return last;
 }
 
-bool connection::claims_next() const noexcept {
+bool connection::presents_key_next() const noexcept {
     return !gateway_key_.empty() && conn_ && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE;
 }
 
@@ -551,7 +551,7 @@ private:
 };
 
 // Writes a pipeline's statement count to the caller's `completed` when it goes out of scope,
-// without the gateway claim the connection put in front.
+// without the gateway key's statement the connection put in front.
 struct report_completed {
     std::size_t* out;
     const pipeline_reader* reader = nullptr;
@@ -563,12 +563,12 @@ struct report_completed {
 }  // namespace
 
 void connection::send_pipeline(std::vector<pipelined>& statements, std::vector<std::string>& names,
-                               bool claim, const std::string& claim_name) {
+                               bool with_key, const std::string& key_name) {
     PGconn* c = conn_.get();
-    if (claim) {
+    if (with_key) {
         statements.insert(statements.begin(),
-                          pipelined{std::string(kClaimGatewaySql), {gateway_key_}});
-        names.insert(names.begin(), claim_name);
+                          pipelined{std::string(kPresentGatewayKeySql), {gateway_key_}});
+        names.insert(names.begin(), key_name);
     }
     names.resize(statements.size());
     if (PQenterPipelineMode(c) == 0) throw_connection_error("cannot enter pipeline mode");
@@ -586,9 +586,9 @@ void connection::send_pipeline(std::vector<pipelined>& statements, std::vector<s
 
 std::vector<result> connection::exec_pipeline(std::vector<pipelined> statements) {
     if (!conn_) throw connection_error("query on a closed connection");
-    const bool claim = claims_next();
+    const bool with_key = presents_key_next();
     std::vector<std::string> names;
-    send_pipeline(statements, names, claim, {});
+    send_pipeline(statements, names, with_key, {});
     PGconn* c = conn_.get();
     pipeline_reader reader(statements.size());
     for (;;) {  // PQgetResult flushes and waits: this is the blocking reader
@@ -598,7 +598,7 @@ std::vector<result> connection::exec_pipeline(std::vector<pipelined> statements)
         throw_connection_error("connection lost");
     }
     auto out = reader.finish();
-    if (claim) out.erase(out.begin());
+    if (with_key) out.erase(out.begin());
     return out;
 }
 
@@ -612,13 +612,13 @@ net::awaitable<std::vector<result>> connection::run_pipeline(std::vector<pipelin
                                                              std::size_t* completed) {
     if (!conn_) throw connection_error("query on a closed connection");
     if (completed) *completed = 0;
-    const bool claim = claims_next();
-    // The claim is a named statement too where hot statements are (one Parse per connection).
-    std::string claim_name;
-    if (claim && named_statements()) {
-        claim_name = co_await async_prepare(std::string(kClaimGatewaySql), 1);
+    const bool with_key = presents_key_next();
+    // The key's statement is a named one too where hot statements are (one Parse per connection).
+    std::string key_name;
+    if (with_key && named_statements()) {
+        key_name = co_await async_prepare(std::string(kPresentGatewayKeySql), 1);
     }
-    send_pipeline(statements, names, claim, claim_name);
+    send_pipeline(statements, names, with_key, key_name);
     PGconn* c = conn_.get();
     auto ex = co_await net::this_coro::executor;
     for (;;) {  // flush, as async_finish does
@@ -631,7 +631,7 @@ net::awaitable<std::vector<result>> connection::run_pipeline(std::vector<pipelin
     }
     // Each statement's results end with a null PGresult; the Sync's is PGRES_PIPELINE_SYNC.
     pipeline_reader reader(statements.size());
-    report_completed report{completed, &reader, claim ? 1u : 0u};
+    report_completed report{completed, &reader, with_key ? 1u : 0u};
     for (;;) {
         while (PQisBusy(c) == 1) {
             boost::system::error_code ec;
@@ -650,7 +650,7 @@ net::awaitable<std::vector<result>> connection::run_pipeline(std::vector<pipelin
         throw_connection_error("connection lost");
     }
     auto out = reader.finish();
-    if (claim) out.erase(out.begin());
+    if (with_key) out.erase(out.begin());
     co_return out;
 }
 

@@ -293,13 +293,13 @@ public:
 
     /// Presents `key`, a gateway key (awpk_..., sql/0026), at the start of every transaction
     /// this connection runs from now on: when no transaction is open, each statement and
-    /// pipeline (and so each BEGIN) goes out behind `SELECT public.awp_claim_gateway(key)` in
-    /// the same pipeline, one round trip and one implicit transaction, so a transaction-pooling
-    /// PgBouncer keeps both on one server connection. Inside a BEGIN ... COMMIT the claim made
-    /// with the BEGIN holds. For a pool login (awpctl gateway pool-login): with it the
-    /// transaction acts as the key's gateway, and without a claim the login sees nothing. A key
-    /// the database refuses fails the statement (42501, AW004). Empty: no claim. Connections
-    /// start with default_gateway_key().
+    /// pipeline (and so each BEGIN) goes out behind `SELECT public.awp_present_gateway_key(key)`
+    /// in the same pipeline, one round trip and one implicit transaction, so a transaction-
+    /// pooling PgBouncer keeps both on one server connection. Inside a BEGIN ... COMMIT the key
+    /// presented with the BEGIN holds. For a pool login (awpctl gateway pool-login): with it the
+    /// transaction acts as the key's gateway; without one, or with a key the database does not
+    /// know (wrong, rotated, of a deleted gateway), the login sees nothing and every queue RPC
+    /// answers AW003. Empty: no key. Connections start with default_gateway_key().
     void set_gateway_key(std::string key) { gateway_key_ = std::move(key); }
     const std::string& gateway_key() const noexcept { return gateway_key_; }
 
@@ -324,12 +324,12 @@ private:
     net::awaitable<result> async_finish();
     /// The name `sql` is prepared under on this connection, preparing it first if needed.
     net::awaitable<std::string> async_prepare(const std::string& sql, int n_params);
-    /// Whether the next statement goes out behind a gateway claim (a key, no open transaction).
-    bool claims_next() const noexcept;
+    /// Whether the next statement goes out behind the gateway key (a key, no open transaction).
+    bool presents_key_next() const noexcept;
     /// Sends `statements` (each named in `names`, else unnamed) in pipeline mode with one
-    /// Sync, the claim first when `claim`.
+    /// Sync, the gateway key's statement first when `with_key`.
     void send_pipeline(std::vector<pipelined>& statements, std::vector<std::string>& names,
-                       bool claim, const std::string& claim_name);
+                       bool with_key, const std::string& key_name);
     net::awaitable<std::vector<result>> run_pipeline(std::vector<pipelined> statements,
                                                      std::vector<std::string> names,
                                                      std::size_t* completed);
@@ -342,7 +342,8 @@ private:
 };
 
 /// The statement a connection with a gateway key puts in front of each transaction.
-inline constexpr std::string_view kClaimGatewaySql = "SELECT public.awp_claim_gateway($1)";
+inline constexpr std::string_view kPresentGatewayKeySql =
+    "SELECT public.awp_present_gateway_key($1)";
 /// Whether `key` has a gateway key's shape: awpk_<gateway id, 32 lowercase hex>_<43 base64url>.
 [[nodiscard]] bool is_gateway_key(std::string_view key) noexcept;
 /// The gateway key every connection made from now on in this process presents
