@@ -127,3 +127,18 @@ bench_compare_report() {
       }
     }' "$OUT/figures.tsv"
 }
+
+# bench_server_cpu_ticks: CPU clock ticks of the project's whole Postgres server so far: the
+#   postmaster, its live children, and the children that ended (a pgbench run's backends exit
+#   with it: the postmaster's cutime/cstime). Two readings around a step, divided by
+#   getconf CLK_TCK, are the server's CPU seconds for it.
+bench_server_cpu_ticks() {
+  local pm total p
+  pm=$(head -1 "$BENCH_REPO/.awp/pg/data/postmaster.pid")
+  total=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat")
+  for p in $(pgrep -P "$pm"); do
+    [[ -r /proc/$p/stat ]] || continue
+    total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$total"
+}

@@ -69,26 +69,16 @@ for v in "${sides[@]}"; do
   pgbench -n -M extended -t 1 -f "$OUT/$v.sql" "${url[$v]}" >/dev/null
 done
 
-server_cpu_ticks() {  # the postmaster, its live children, and those that ended (cutime/cstime)
-  local pm total p
-  pm=$(head -1 "$REPO/.awp/pg/data/postmaster.pid")
-  total=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat")
-  for p in $(pgrep -P "$pm"); do
-    [[ -r /proc/$p/stat ]] || continue
-    total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
-  done
-  echo "$total"
-}
 hz=$(getconf CLK_TCK)
 : >"$OUT/rounds.tsv"
 for ((r = 1; r <= ROUNDS; r++)); do
   # Rotate the order so no side always runs first or last.
   order=("${sides[@]:$((r % 3))}" "${sides[@]:0:$((r % 3))}")
   for v in "${order[@]}"; do
-    c0=$(server_cpu_ticks)
+    c0=$(bench_server_cpu_ticks)
     tps=$(pgbench -n -M extended -c "$CLIENTS" -j 2 -T "$SECONDS_PER" -f "$OUT/$v.sql" "${url[$v]}" 2>/dev/null |
       awk '/^tps/ {print $3; exit}')
-    c1=$(server_cpu_ticks)
+    c1=$(bench_server_cpu_ticks)
     us=$(awk -v t="$((c1 - c0))" -v hz="$hz" -v tps="$tps" -v s="$SECONDS_PER" 'BEGIN {printf "%.0f", t / hz * 1e6 / (tps * s)}')
     printf "%s\t%s\t%.0f\t%s\n" "$r" "$v" "$tps" "$us" | tee -a "$OUT/rounds.tsv"
   done

@@ -53,27 +53,16 @@ for v in once both; do
 done
 sleep 0.5
 
-server_cpu_ticks() {  # CPU of the whole server: the postmaster, its live children, and the
-  # children that ended (a pgbench run's backends exit with it: the postmaster's cutime/cstime)
-  local pm total p
-  pm=$(head -1 "$REPO/.awp/pg/data/postmaster.pid")
-  total=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat")
-  for p in $(pgrep -P "$pm"); do
-    [[ -r /proc/$p/stat ]] || continue
-    total=$((total + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
-  done
-  echo "$total"
-}
 hz=$(getconf CLK_TCK)
 : >"$OUT/rounds.tsv"
 for ((r = 1; r <= ROUNDS; r++)); do
   order=(once both); ((r % 2 == 0)) && order=(both once)
   for v in "${order[@]}"; do
     dsn="${AWP_PG_ADMIN_DSN/dbname=awp/dbname=awp_bench_notify_$v}"
-    c0=$(server_cpu_ticks)
+    c0=$(bench_server_cpu_ticks)
     tps=$(pgbench -n -c "$CLIENTS" -j 2 -T "$SECONDS_PER" -f "$OUT/insert-$v.sql" "$dsn" 2>/dev/null |
       awk '/^tps/ {print $3; exit}')
-    c1=$(server_cpu_ticks)
+    c1=$(bench_server_cpu_ticks)
     us=$(awk -v t="$((c1 - c0))" -v hz="$hz" -v tps="$tps" -v s="$SECONDS_PER" 'BEGIN {printf "%.0f", t / hz * 1e6 / (tps * s)}')
     printf "%s\t%s\t%.0f\t%s\n" "$r" "$v" "$tps" "$us" | tee -a "$OUT/rounds.tsv"
   done
