@@ -62,6 +62,18 @@ bool url_safe(const std::string& s) {
     return true;
 }
 
+// A login's password: read from stdin (--password-stdin), else 24 random bytes in hex.
+std::string new_password(bool from_stdin) {
+    if (!from_stdin) return core::crypto::hex_encode(core::crypto::random_bytes(24));
+    std::string password;
+    std::getline(std::cin, password);
+    if (password.size() < 24 || password.size() > 128 || !url_safe(password)) {
+        throw core::config_error(
+            "--password-stdin: the password must be 24 to 128 characters of A-Z a-z 0-9 - . _ ~");
+    }
+    return password;
+}
+
 // The SCRAM-SHA-256 verifier of the password, computed here by libpq (the role name plays no
 // part in a SCRAM verifier); the server stores it as it is.
 std::string scram_verifier(core::pg::connection& conn, const std::string& password) {
@@ -90,17 +102,7 @@ void create_if_asked(core::pg::connection& conn, const std::string& gateway, boo
 }
 
 int issue_credential(const context& ctx, const credential_options& o) {
-    std::string password;
-    if (o.password_stdin) {
-        std::getline(std::cin, password);
-        if (password.size() < 24 || password.size() > 128 || !url_safe(password)) {
-            throw core::config_error(
-                "--password-stdin: the password must be 24 to 128 characters of A-Z a-z 0-9 - . _ "
-                "~");
-        }
-    } else {
-        password = core::crypto::hex_encode(core::crypto::random_bytes(24));
-    }
+    const std::string password = new_password(o.password_stdin);
     auto conn = core::pg::connection::connect(ctx.database_url);
     create_if_asked(conn, o.gateway, o.create, o.tenant_id);
     std::optional<std::string> role;
@@ -195,17 +197,7 @@ struct pool_options {
 };
 
 int issue_pool_login(const context& ctx, const pool_options& o) {
-    std::string password;
-    if (o.password_stdin) {
-        std::getline(std::cin, password);
-        if (password.size() < 24 || password.size() > 128 || !url_safe(password)) {
-            throw core::config_error(
-                "--password-stdin: the password must be 24 to 128 characters of A-Z a-z 0-9 - . _ "
-                "~");
-        }
-    } else {
-        password = core::crypto::hex_encode(core::crypto::random_bytes(24));
-    }
+    const std::string password = new_password(o.password_stdin);
     auto conn = core::pg::connection::connect(ctx.database_url);
     const auto r = conn.exec(kPoolSql, {scram_verifier(conn, password), o.role});
     const std::string url = "postgresql://" + r.get<std::string>(0, 0) + ":" + password +
