@@ -34,6 +34,8 @@ TEST_CASE("child env: only allowlisted variables are inherited, credentials neve
                                        "AWP_API_DATABASE_URL=postgres://x",
                                        "PGPASSWORD=pw",
                                        "HOSTED_SECRETS_KEY=k",
+                                       "GATEWAY_KEY=awpk_0_x",
+                                       "GATEWAY_KEY_FILE=/etc/awp/gateway.key",
                                        "OPENCLAW_GATEWAY_TOKEN=t",
                                        "GITHUB_TOKEN=g",
                                        "MY_PASSWORD=p",
@@ -50,7 +52,8 @@ TEST_CASE("child env: only allowlisted variables are inherited, credentials neve
     CHECK(out.count("OPENCLAW_STATE_DIR") == 1);
     for (const char* gone :
          {"JWT_SECRET", "SERVICE_ROLE_KEY", "DATABASE_URL", "AWP_API_DATABASE_URL", "PGPASSWORD",
-          "HOSTED_SECRETS_KEY", "OPENCLAW_GATEWAY_TOKEN", "GITHUB_TOKEN", "MY_PASSWORD",
+          "HOSTED_SECRETS_KEY", "GATEWAY_KEY", "GATEWAY_KEY_FILE", "OPENCLAW_GATEWAY_TOKEN",
+          "GITHUB_TOKEN", "MY_PASSWORD",
           "AWS_SECRET_ACCESS_KEY", "RANDOM_SETTING", "LD_PRELOAD", "NOEQUALS"}) {
         INFO(gone);
         CHECK(out.count(gone) == 0);
