@@ -53,8 +53,8 @@ TEST_CASE("child env: only allowlisted variables are inherited, credentials neve
     for (const char* gone :
          {"JWT_SECRET", "SERVICE_ROLE_KEY", "DATABASE_URL", "AWP_API_DATABASE_URL", "PGPASSWORD",
           "HOSTED_SECRETS_KEY", "GATEWAY_KEY", "GATEWAY_KEY_FILE", "OPENCLAW_GATEWAY_TOKEN",
-          "GITHUB_TOKEN", "MY_PASSWORD",
-          "AWS_SECRET_ACCESS_KEY", "RANDOM_SETTING", "LD_PRELOAD", "NOEQUALS"}) {
+          "GITHUB_TOKEN", "MY_PASSWORD", "AWS_SECRET_ACCESS_KEY", "RANDOM_SETTING", "LD_PRELOAD",
+          "NOEQUALS"}) {
         INFO(gone);
         CHECK(out.count(gone) == 0);
     }
