@@ -334,17 +334,11 @@ result connection::check(PGresult* raw, std::string_view sql) {
     if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY) {
         return r;
     }
-    const char* state = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
-    if (!state || PQstatus(conn_.get()) != CONNECTION_OK) {
+    if (!PQresultErrorField(raw, PG_DIAG_SQLSTATE) || PQstatus(conn_.get()) != CONNECTION_OK) {
         throw_connection_error("query failed");
     }
-    const auto field = [raw](int code) {
-        const char* s = PQresultErrorField(raw, code);
-        return std::string(s ? s : "");
-    };
     (void)sql;
-    throw_for_sqlstate(state, field(PG_DIAG_MESSAGE_PRIMARY), field(PG_DIAG_MESSAGE_DETAIL),
-                       field(PG_DIAG_MESSAGE_HINT));
+    throw_error_result(std::move(r));
 }
 
 namespace {
