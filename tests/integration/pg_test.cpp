@@ -56,6 +56,38 @@ net::awaitable<async_outcome> async_queries(std::string dsn) {
     co_return out;
 }
 
+// A connection with a gateway key, named statements on (a pool login reached directly): the
+// key's statement and the hot statement both go out prepared, in one pipeline per transaction.
+struct keyed_outcome {
+    std::vector<std::string> seen;  // the gateway each statement acted as
+    std::size_t prepared = 0;
+    std::string error_state;
+    std::string in_transaction;
+};
+
+net::awaitable<keyed_outcome> keyed_queries(std::string dsn, std::string key) {
+    keyed_outcome out;
+    auto c = co_await pg::connection::async_connect(dsn);
+    c.set_gateway_key(key);
+    for (int i = 0; i < 3; ++i) {
+        auto r = co_await c.async_query_prepared(
+            "SELECT coalesce(string_agg(id::text, ','), '') FROM public.gateways WHERE $1::int > 0",
+            i + 1);
+        out.seen.emplace_back(r.text(0, 0));
+    }
+    out.prepared = c.prepared_count();
+    try {  // a failing statement rolls back its transaction; the next one presents the key again
+        co_await c.async_query_prepared("SELECT 1 / $1::int", 0);
+    } catch (const pg::sql_error& e) {
+        out.error_state = e.sqlstate();
+    }
+    co_await pg::async_transaction(c, [&out](pg::connection& tx) -> net::awaitable<void> {
+        auto r = co_await tx.async_query_prepared("SELECT public.awp_session_gateway()::text");
+        out.in_transaction = std::string(r.text(0, 0));
+    });
+    co_return out;
+}
+
 struct prepared_outcome {
     std::vector<int> values;
     std::size_t prepared_after_three = 0;
@@ -280,4 +312,26 @@ TEST_CASE(
                  " user=nobody dbname=none connect_timeout=5 sslmode=disable gssencmode=disable"));
     CHECK(winner == 1);  // the timer; the connect failed afterwards, on its own
     server.join();
+}
+
+TEST_CASE(
+    "a connection with a gateway key presents it before each transaction, prepared statements "
+    "and transactions included",
+    "[pg][gateway]") {
+    scoped_database db;
+    auto admin = db.admin();
+    const auto gw = std::string(
+        admin
+            .exec("INSERT INTO gateways (tenant_id, slug, label, status) VALUES "
+                  "('00000000-0000-0000-0000-000000000000', $1, $1, 'ready') RETURNING id::text",
+                  {awp::test::random_name("keyed")})
+            .text(0, 0));
+    const auto host = db.pool_login(gw);
+    net::io_context ioc;
+    auto o = run_coro(ioc, keyed_queries(host.dsn, host.key));
+    // Each statement saw the key's gateway only (the template's default gateway is not it).
+    CHECK(o.seen == std::vector<std::string>{gw, gw, gw});
+    CHECK(o.prepared == 2);  // the key's statement and the read, each parsed once
+    CHECK(o.error_state == "22012");
+    CHECK(o.in_transaction == gw);
 }
