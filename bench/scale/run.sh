@@ -27,6 +27,9 @@
 #   SCALE_POOL (80)    PgBouncer's server connections for the database (max_db_connections and
 #                      default_pool_size); SCALE_PGBOUNCER_PORT (6440)
 #   SCALE_PG_PORT (54335), SCALE_STATE_DIR (.awp/scale), SCALE_KEEP=1 leaves the cluster running
+#   SCALE_STATEMENTS=1 a diagnosis, not a measurement: pg_stat_statements (nested statements and
+#                      planning too, which costs CPU of its own) and, per point, the statements
+#                      by server time in $OUT/statements-<mode>-<N>-<rep>.txt
 # Results: $OUT (default /tmp/awp-scale-bench): results.txt (the RESULT lines), table.txt.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -68,8 +71,18 @@ psql -X -q "$ADMIN" -v ON_ERROR_STOP=1 \
   -c "ALTER SYSTEM SET shared_buffers = '256MB'" \
   -c "ALTER SYSTEM SET max_wal_size = '8GB'" \
   -c "ALTER SYSTEM SET checkpoint_timeout = '30min'"
+STATEMENTS=${SCALE_STATEMENTS:-0}
+if ((STATEMENTS)); then
+  psql -X -q "$ADMIN" -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
+else
+  psql -X -q "$ADMIN" -v ON_ERROR_STOP=1 -c "ALTER SYSTEM RESET shared_preload_libraries"
+fi
 cluster stop >/dev/null
 cluster start >/dev/null
+if ((STATEMENTS)); then  # the library's settings exist once it is loaded
+  psql -X -q "$ADMIN" -v ON_ERROR_STOP=1 -c "ALTER SYSTEM SET pg_stat_statements.track = 'all'" \
+    -c "ALTER SYSTEM SET pg_stat_statements.track_planning = on" -c "SELECT pg_reload_conf()" >/dev/null
+fi
 bash "$REPO/tests/support/make-template.sh" "$AWPCTL"
 # PgBouncer in transaction mode in front of this cluster, with room for every host's clients.
 export AWP_PGBOUNCER_PORT=${SCALE_PGBOUNCER_PORT:-6440}
@@ -112,11 +125,17 @@ mode_args() {  # MODE -> ARGS, scale_bench's flags
 point() {  # N MODE IDLE REP
   local line
   mode_args "$2"
+  ((STATEMENTS)) && psql -X -q "$ADMIN" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
   line=$("$BUILD/bin/scale_bench" --conninfo "host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=postgres" \
     "${ARGS[@]}" --name "$2" --gateways "$1" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" \
     --idle-per-gateway "$3" 2>>"$OUT/stderr.txt" | grep '^RESULT' || true)
   [[ -n $line ]] || line="RESULT mode=$2 n=$1 failed=1"
   echo "$line idle=$3 rep=$4" | tee -a "$OUT/results.txt"
+  ((STATEMENTS)) && psql -X "$ADMIN" -c "SELECT calls, round(total_exec_time::numeric, 1) AS exec_ms,
+      round(total_plan_time::numeric, 1) AS plan_ms, round((1000 * (total_exec_time + total_plan_time) / NULLIF(calls, 0))::numeric, 1) AS us_per_call,
+      toplevel, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+    FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40" >"$OUT/statements-$2-$1-$4.txt"
+  return 0
 }
 for n in $NS; do
   idle=$IDLE
@@ -149,23 +168,23 @@ function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]
   add("lis", v("listeners")); add("cpu", v("cpu_ms_per_write")); add("cl", v("client_cpu_ms_per_write"))
   add("mem", v("mem_mib")); add("oth", v("other_cpu_pct"))
   add("wk", v("wake_cpu_ms_per_write")); add("pl", v("pooler_cpu_ms_per_write"))
-  add("wkm", v("wake_mib")); add("plm", v("pooler_mib"))
+  add("wkm", v("wake_mib")); add("plm", v("pooler_mib")); add("xw", v("xacts_per_write"))
   en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
   if (en != "" && en >= 0 && tot > 0) add("notif", 100 * en / tot) }
 END {
-  print "| mode | gateways | runs | write tx/s | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | simulator CPU ms per write | awp-wake / PgBouncer CPU ms per write | server memory MiB (PSS) | awp-wake / PgBouncer MiB | other CPU % |"
-  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  print "| mode | gateways | runs | write tx/s | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | transactions per write | simulator CPU ms per write | awp-wake / PgBouncer CPU ms per write | server memory MiB (PSS) | awp-wake / PgBouncer MiB | other CPU % |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for (r = 1; r <= rows; r++) {
     k = order[r]
     if (!runs[k]) { printf "| %s | %s | 0 | failed |\n", mode[k], nn[k]; continue }
     b = mode[k] SUBSEP 1
     ratio = C["tps", b] ? sprintf("%.2f", (S["tps", k] / C["tps", k]) / (S["tps", b] / C["tps", b])) : "n/a"
     cr = C["cpu", b] ? sprintf("%.2f", (S["cpu", b] / C["cpu", b]) / (S["cpu", k] / C["cpu", k])) : "n/a"
-    printf "| %s | %s | %d | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s |\n",
+    printf "| %s | %s | %d | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s |\n",
       mode[k], nn[k], runs[k], m("tps", "%.0f"), ratio, cr, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
       m("co", "%.1f"), m("l50", "%.1f"), m("l99", "%.1f"), m("pk", "%.0f"), m("wr", "%.0f"), m("conns", "%.0f"), m("lis", "%.0f"),
-      C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("cl", "%.2f"), m("wk", "%.2f"), m("pl", "%.2f"),
+      C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("xw", "%.2f"), m("cl", "%.2f"), m("wk", "%.2f"), m("pl", "%.2f"),
       m("mem", "%.0f"), m("wkm", "%.0f"), m("plm", "%.0f"), m("oth", "%.0f")
   }
 }' "$OUT/results.txt" | tee "$OUT/table.txt"
-echo "(DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); awp-wake / PgBouncer: their own processes, phase A; connections: client backends of the database (through PgBouncer: its server connections, the writers and awp-wake's LISTEN); other CPU: the rest of the machine during phase A. Results in $OUT)"
+echo "(DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; transactions per write: the database's commits and rollbacks in phase A (pg_stat_database) per row written, the writer's own included; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); awp-wake / PgBouncer: their own processes, phase A; connections: client backends of the database (through PgBouncer: its server connections, the writers and awp-wake's LISTEN); other CPU: the rest of the machine during phase A. Results in $OUT)"

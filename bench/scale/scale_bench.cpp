@@ -995,6 +995,11 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     const auto aux_ticks = [&](int pid) {
         return pid > 0 ? read_stat_cpu(pid, false, nullptr) : 0;
     };
+    // Transactions of this database (every host's, the writers'), from its statistics: each
+    // backend reports when it has been idle a second, so they are read after such a pause.
+    const std::string xacts_sql =
+        "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '" + o.db + "'";
+    const long long xacts0 = admin.exec(xacts_sql).get<long long>(0, 0);
     long long ticks0 = server_ticks(postmaster);
     long long self0 = read_stat_cpu(getpid(), false, nullptr);
     long long wake0 = aux_ticks(wake_pid), pool0 = aux_ticks(pooler_pid);
@@ -1015,7 +1020,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         (static_cast<double>(now_ns() - wall0) / 1e9 * static_cast<double>(sysconf(_SC_CLK_TCK)) *
          static_cast<double>(std::thread::hardware_concurrency()));
     const std::uint64_t after_a = g_picked.load();
-    std::this_thread::sleep_for(1s);
+    std::this_thread::sleep_for(1500ms);
+    const long long xacts_a = admin.exec(xacts_sql).get<long long>(0, 0) - xacts0;
 
     // ---- phase B: a steady stream at R writes/s ----
     const std::uint64_t before_b = g_picked.load();
@@ -1111,7 +1117,7 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         "edge_notifies=%lld client_cpu_ms_per_write=%.3f "
         "client_cpu_ms_per_write_b=%.3f other_cpu_pct=%.0f wake_cpu_ms_per_write=%.3f "
         "wake_mib=%.1f pooler_cpu_ms_per_write=%.3f pooler_mib=%.1f login=%s pooled=%d "
-        "streams=%ld\n",
+        "streams=%ld xacts_per_write=%.2f\n",
         o.name.c_str(), o.gateways, wb50, wb99, wa50, wa99, tps,
         static_cast<unsigned long long>(a.writes), na, cpu_ms_a, a50, a99, o.rate,
         static_cast<unsigned long long>(b.writes), nb, b50, b99, bmax, cpu_ms_b, conns, all_conns,
@@ -1123,7 +1129,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         : o.login == login_kind::shared ? "shared"
         : o.login == login_kind::pool   ? "pool"
                                         : "gateway",
-        o.pooler.empty() ? 0 : 1, streams);
+        o.pooler.empty() ? 0 : 1, streams,
+        a.writes ? static_cast<double>(xacts_a) / static_cast<double>(a.writes) : NAN);
     (void)after_a;
     (void)after_b;
     std::fflush(stdout);
