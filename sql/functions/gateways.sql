@@ -15,16 +15,20 @@ SET search_path = ''
 AS $$
 DECLARE
   v_id uuid;
+  v_tenant uuid;
 BEGIN
   IF p_gateway_slug IS NULL OR btrim(p_gateway_slug) = '' THEN
     RAISE EXCEPTION 'gateway slug is required' USING ERRCODE = 'AW004';
   END IF;
+  -- One plan each, cached: no "p_tenant_id IS NULL OR" in a statement (it is planned afresh on
+  -- every call); ids and slugs are unique across tenants, the tenant is checked after.
   IF p_gateway_slug ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
-    SELECT g.id INTO v_id FROM public.gateways g
-     WHERE g.id = p_gateway_slug::uuid AND (p_tenant_id IS NULL OR g.tenant_id = p_tenant_id);
+    SELECT g.id, g.tenant_id INTO v_id, v_tenant FROM public.gateways g WHERE g.id = p_gateway_slug::uuid;
   ELSE
-    SELECT g.id INTO v_id FROM public.gateways g
-     WHERE g.slug = p_gateway_slug AND (p_tenant_id IS NULL OR g.tenant_id = p_tenant_id);
+    SELECT g.id, g.tenant_id INTO v_id, v_tenant FROM public.gateways g WHERE g.slug = p_gateway_slug;
+  END IF;
+  IF p_tenant_id IS NOT NULL AND v_tenant IS DISTINCT FROM p_tenant_id THEN
+    v_id := NULL;
   END IF;
   IF v_id IS NULL THEN
     RAISE EXCEPTION 'gateway "%" not found%', p_gateway_slug,

@@ -193,7 +193,12 @@ BEGIN
   IF NOT EXISTS (SELECT 1 FROM public.agents a WHERE a.id = p_agent_id) THEN
     RAISE EXCEPTION 'agent %: not found', p_agent_id USING ERRCODE = 'AW003';
   END IF;
-  PERFORM public.awp_expire_inbox_leases(p_agent_id);
+  -- The sweep (two statements, planned afresh on every call) runs only when one of this agent's
+  -- leases has expired: an index probe on agent_inbox_items_lease_idx otherwise.
+  IF EXISTS (SELECT 1 FROM public.agent_inbox_items e
+              WHERE e.status = 'leased' AND e.lease_expires_at < now() AND e.agent_id = p_agent_id) THEN
+    PERFORM public.awp_expire_inbox_leases(p_agent_id);
+  END IF;
   RETURN QUERY
   UPDATE public.agent_inbox_items i
      SET status = 'leased', attempts = i.attempts + 1, lease_token = gen_random_uuid(),
