@@ -18,23 +18,24 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The gateway's ready agents with something to do now (their oldest item's age), and one last
-// row with the seconds until the next item becomes leasable (a back-off ends or a lease
-// expires). An expired lease makes its agent a candidate: leasing reaps it first.
+// The gateway's ready agents with something to do now (their oldest item's age and how many
+// items are leasable), and one last row with the seconds until the next item becomes leasable (a
+// back-off ends or a lease expires). An expired lease makes its agent a candidate (and counts as
+// one): leasing reaps it first.
 constexpr const char* kScanSql = R"(
 WITH waiting AS (
   SELECT i.agent_id, i.created_at, i.status, i.not_before, i.lease_expires_at
     FROM public.agent_inbox_items i
    WHERE i.gateway_id = $1::uuid AND i.status IN ('pending', 'failed', 'leased')
      AND (i.status = 'leased' OR i.attempts < i.max_attempts))
-SELECT w.agent_id::text, extract(epoch FROM min(w.created_at))::float8, NULL::float8
+SELECT w.agent_id::text, extract(epoch FROM min(w.created_at))::float8, NULL::float8, count(*)
   FROM waiting w JOIN public.agents a ON a.id = w.agent_id
  WHERE a.gateway_id = $1::uuid AND a.status = 'ready'
    AND ((w.status <> 'leased' AND (w.not_before IS NULL OR w.not_before <= now()))
         OR (w.status = 'leased' AND w.lease_expires_at < now()))
  GROUP BY w.agent_id
 UNION ALL
-SELECT NULL, NULL, extract(epoch FROM min(s.t) - clock_timestamp())::float8 FROM (
+SELECT NULL, NULL, extract(epoch FROM min(s.t) - clock_timestamp())::float8, NULL FROM (
   SELECT CASE WHEN w.status = 'leased' THEN w.lease_expires_at ELSE w.not_before END AS t
     FROM waiting w
    WHERE (w.status = 'leased' AND w.lease_expires_at >= now())
@@ -104,8 +105,10 @@ net::awaitable<core::lease_batch<inbox_item>> inbox_queue::lease(std::size_t roo
             log::warn("lease refused", {{"agent_id", agent_id}, {"error", refused}});
         if (!item) {
             a.has_work = false;
+            a.waiting = 0;
             continue;
         }
+        if (a.waiting > 0) --a.waiting;
         a.busy = true;
         a.served = ++serve_seq_;
         ++stats_.wakes;
@@ -124,6 +127,7 @@ net::awaitable<void> inbox_queue::scan() {
     ++stats_.scans;
     for (auto& [id, a] : agents_) {
         if (!a.busy) a.has_work = false;
+        a.waiting = 0;
     }
     std::optional<double> due_in;
     for (int i = 0; i < r.size(); ++i) {
@@ -134,6 +138,7 @@ net::awaitable<void> inbox_queue::scan() {
         auto& a = agents_[r.get<std::string>(i, 0)];
         a.oldest = r.get<double>(i, 1);
         a.has_work = true;
+        a.waiting = r.get<long>(i, 3);
     }
     // Forget idle agents without work so the map stays the size of the active set.
     for (auto it = agents_.begin(); it != agents_.end();) {
@@ -279,8 +284,10 @@ net::awaitable<void> inbox_queue::finish(const inbox_item& item, const wake_outc
 void inbox_queue::settled(const inbox_item& item, const wake_outcome& out,
                           core::finish_status status) {
     if (auto it = agents_.find(item.agent_id); it != agents_.end()) {
+        // More only if the last scan saw more than this agent has been given since: an item
+        // that came later brought a wake-up, which scans again before the next lease.
         it->second.busy = false;
-        it->second.has_work = true;  // maybe more: the next lease tells
+        it->second.has_work = it->second.waiting > 0;
     }
     if (status != core::finish_status::written) return;  // the driver logged why
     ++(out.success ? stats_.completed : stats_.failed);

@@ -50,6 +50,13 @@ public:
     /// A notification or a rescan: the next lease() looks at the tables first.
     void mark_dirty() noexcept { dirty_ = true; }
     core::pg::session& lease_session() noexcept { return lease_db_; }
+    /// Every session it uses: the lease one, then one per slot (a process that hosts several
+    /// gateways, as bench/scale does, gives each its own key and opens them up front).
+    std::vector<core::pg::session*> sessions() {
+        std::vector<core::pg::session*> all{&lease_db_};
+        for (auto& s : slot_db_) all.push_back(s.get());
+        return all;
+    }
 
     net::awaitable<core::lease_batch<inbox_item>> lease(std::size_t room);
     net::awaitable<wake_outcome> work(inbox_item& item, std::size_t slot);
@@ -65,6 +72,7 @@ private:
     struct agent_state {
         double oldest = 0;         // epoch seconds of its oldest waiting item
         std::uint64_t served = 0;  // dispatch sequence of its last wake (0: never)
+        long waiting = 0;          // leasable items the last scan saw, less those leased since
         bool has_work = false;
         bool busy = false;
     };

@@ -361,6 +361,54 @@ TEST_CASE("200 items for 20 agents: one wake per agent at a time, MAX_CONCURRENT
     CHECK(first20.size() == 20);
 }
 
+TEST_CASE("an agent's items are leased once each, and a later item still wakes it",
+          "[dispatcher][e2e]") {
+    world w;
+    fake_runtime rt;
+    // Every call of lease_inbox_item, from whichever session: the database's function statistics.
+    w.admin.exec(
+        "DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET track_functions = ''pl''', "
+        "current_database()); END $$");
+    const auto leases = [&] {
+        return count(w.admin,
+                     "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+                     "WHERE funcname = 'lease_inbox_item'");
+    };
+    // Each backend reports its counts once it has been idle a second: wait for `n`, then long
+    // enough for any further call to show.
+    const auto settled_leases = [&](long n) {
+        eventually([&] { return leases() >= n; }, 10s, 100ms);
+        std::this_thread::sleep_for(2500ms);  // five safety polls: they scan, none may lease
+        return leases();
+    };
+    const auto ann = w.agent("ann");
+    w.admin.exec(
+        "SELECT awp_enqueue_inbox_item($1, $2, 'heartbeat', 'once-' || n, 't', 's') "
+        "FROM generate_series(1, 3) n",
+        {kTenant, ann});
+    auto d = w.dispatcher(rt, {{"FAKE_WAKE_SLEEP", "0.2"}});
+    REQUIRE(eventually(
+        [&] {
+            return count(w.admin, "SELECT count(*) FROM agent_inbox_items WHERE status = 'done'") ==
+                   3;
+        },
+        20s));
+    // One lease per item, one at a time for the agent; none after the last (the scan counted
+    // three), where it used to look once more and find nothing.
+    CHECK(rt.starts("ann") == 3);
+    CHECK(settled_leases(3) == 3);
+
+    // An item that arrives while the agent's wake runs is leased when it ends: its wake-up
+    // makes the dispatcher scan again.
+    const auto first = w.item(ann, "later-1");
+    REQUIRE(eventually([&] { return rt.starts("ann") == 4; }, 10s, 20ms));
+    const auto second = w.item(ann, "later-2");
+    REQUIRE(eventually([&] { return w.status(second) == "done"; }, 10s));
+    CHECK(w.status(first) == "done");
+    CHECK(rt.starts("ann") == 5);
+    CHECK(settled_leases(5) == 5);
+}
+
 TEST_CASE("a paused agent is not woken until it is ready, its items wait", "[dispatcher][e2e]") {
     world w;
     fake_runtime rt;
