@@ -5,8 +5,10 @@
 //   commands  lease_and_start_command, then finish_and_lease_command (the runner's statements,
 //             apps/command-runner/queue_sql.hpp), on one lease connection; + 1 idle housekeeping
 //             connection; + 1 LISTEN session (direct and edge modes);
-//   inbox     lease_inbox_item on a lease connection, complete_inbox_item on one of 2 slot
-//             connections (MAX_CONCURRENT = 2); + 1 idle housekeeping connection; + 1 LISTEN.
+//   inbox     the dispatcher's own queue (dispatcher::inbox_queue: its scan of the gateway's
+//             agents after a wake-up, its lease statement on a lease connection,
+//             complete_inbox_item on one of 2 slot connections, MAX_CONCURRENT = 2), the wake
+//             itself left out; + 1 idle housekeeping connection; + 1 LISTEN.
 // Writers insert commands and inbox items for random gateways, one row per transaction, as the
 // API does (a plain INSERT as a privileged session); the row's payload carries the send time, so
 // the pickup latency is "INSERT sent -> the right gateway's lease returned the row".
@@ -34,8 +36,8 @@
 // host connection goes through that PgBouncer (transaction mode) and statements are sent unnamed
 // (DATABASE_PREPARED=off).
 //
-// What it does not reproduce: with --login super the hosts bypass row-level security; the
-// dispatcher's agent scan before each lease is left out (one agent per gateway, leased directly);
+// What it does not reproduce: with --login super the hosts bypass row-level security; one agent
+// per gateway; the runner's and dispatcher's work (a command run, an agent woken) takes no time;
 // in relay mode the hosts have no safety poll of their own (the relay's listener polls and wakes
 // every host).
 //
@@ -88,11 +90,13 @@
 #include "awp/core/pg.hpp"
 #include "awp/http/client.hpp"
 #include "awp/http/wake.hpp"
+#include "inbox-dispatcher/queue.hpp"
 #include "queue_sql.hpp"
 
 namespace net = boost::asio;
 namespace core = awp::core;
 namespace pg = awp::core::pg;
+namespace dispatcher = awp::dispatcher;
 using namespace std::chrono_literals;
 
 namespace {
@@ -194,38 +198,44 @@ private:
     std::optional<std::string> no_tenant_;
 };
 
-struct inbox_row {
-    std::string id, token;
-};
-
-// The dispatcher's queue: one agent per gateway; lease_inbox_item on the lease connection,
-// complete_inbox_item on the slot's own connection (as the dispatcher's wake slots do).
+// The dispatcher's own queue (apps/inbox-dispatcher, dispatcher::inbox_queue): its scan of the
+// gateway's agents, its pick, its lease statement and complete_inbox_item on a slot's connection;
+// everything but the wake itself, which here succeeds at once.
 class inbox_queue {
 public:
-    using row_type = inbox_row;
-    using outcome_type = done_t;
-    inbox_queue(gateway& g, const std::string& dsn, int slots) : g_(g), db_(dsn, "inbox-lease") {
-        for (int i = 0; i < slots; ++i)
-            slot_db_.push_back(std::make_unique<pg::session>(dsn, "slot"));
+    using row_type = dispatcher::inbox_item;
+    using outcome_type = dispatcher::wake_outcome;
+    inbox_queue(gateway& g, const std::string& dsn, int slots)
+        : g_(g), cfg_(config_for(dsn, slots)), q_(cfg_, {}) {}
+
+    net::awaitable<core::lease_batch<row_type>> lease(std::size_t room);
+    net::awaitable<outcome_type> work(row_type&, std::size_t) {
+        co_return outcome_type{true, {}, {}};
+    }
+    outcome_type failed(const row_type& r, std::string what) {
+        return q_.failed(r, std::move(what));
+    }
+    net::awaitable<void> finish(const row_type& r, const outcome_type& out, std::size_t slot) {
+        co_await q_.finish(r, out, slot);
+    }
+    void settled(const row_type& r, const outcome_type& out, core::finish_status st) {
+        q_.settled(r, out, st);
     }
 
-    net::awaitable<core::lease_batch<inbox_row>> lease(std::size_t);
-    net::awaitable<done_t> work(inbox_row&, std::size_t) { co_return done_t{}; }
-    done_t failed(const inbox_row&, std::string) { return {}; }
-    net::awaitable<void> finish(const inbox_row& r, const done_t&, std::size_t slot) {
-        co_await slot_db_[slot]->query_prepared(
-            "SELECT status::text FROM public.complete_inbox_item($1::uuid, $2::uuid)", r.id,
-            r.token);
-    }
-    void settled(const inbox_row&, const done_t&, core::finish_status) {}
-
-    std::vector<std::unique_ptr<pg::session>>& slots() { return slot_db_; }
-    pg::session& db() { return db_; }
+    dispatcher::inbox_queue& real() { return q_; }
 
 private:
+    static dispatcher::config config_for(const std::string& dsn, int slots) {
+        dispatcher::config c;
+        c.common.database_url = dsn;
+        c.common.instance = "scale";
+        c.max_concurrent = slots;
+        c.lease_seconds = 120;
+        return c;
+    }
     gateway& g_;
-    pg::session db_;
-    std::vector<std::unique_ptr<pg::session>> slot_db_;
+    dispatcher::config cfg_;  // before q_, which keeps a reference to it
+    dispatcher::inbox_queue q_;
 };
 
 struct gateway {
@@ -242,10 +252,10 @@ struct gateway {
           cq(*this, dsn_),
           iq(*this, dsn_, o.inbox_slots),
           relay_end(io_) {
+        iq.real().bind(id);
         if (key.empty()) return;  // --login pool: every session presents the gateway's key
         cq.db().set_gateway_key(key);
-        iq.db().set_gateway_key(key);
-        for (auto& slot : iq.slots()) slot->set_gateway_key(key);
+        for (auto* s : iq.real().sessions()) s->set_gateway_key(key);
     }
 
     net::io_context& io;
@@ -299,9 +309,11 @@ struct gateway {
             ih.on_notify = [this, ichan](const pg::notification& n) {
                 if (n.channel != ichan) return false;
                 inbox_armed = false;
+                iq.real().mark_dirty();  // as the dispatcher's service does
                 return true;
             };
         }
+        ih.on_rescan = [this](core::rescan_reason) { iq.real().mark_dirty(); };
         cd = std::make_unique<core::queue_driver<command_queue>>(io.get_executor(), cq, c, ch);
         idr = std::make_unique<core::queue_driver<inbox_queue>>(io.get_executor(), iq, i, ih);
         net::co_spawn(io, connect_all(), net::detached);
@@ -310,8 +322,7 @@ struct gateway {
     // Opens the connections a host holds besides the listeners: lease ones, slots, idle ones.
     net::awaitable<void> connect_all() {
         co_await cq.db().get();
-        co_await iq.db().get();
-        for (auto& s : iq.slots()) co_await s->get();
+        for (auto* s : iq.real().sessions()) co_await s->get();
         for (int k = 0; k < opt.idle_per_gateway; ++k) {
             idle.push_back(co_await pg::connection::async_connect(dsn));
         }
@@ -334,7 +345,10 @@ struct gateway {
             if (ec) co_return;
             for (std::size_t k = 0; k < n; ++k) {
                 if (buf[k] == 'c') cd->wake();
-                if (buf[k] == 'i') idr->wake();
+                if (buf[k] == 'i') {
+                    iq.real().mark_dirty();
+                    idr->wake();
+                }
             }
         }
     }
@@ -361,21 +375,17 @@ net::awaitable<core::lease_batch<cmd_row>> command_queue::maybe_arm(core::lease_
                                                "scale", no_tenant_));
 }
 
-net::awaitable<core::lease_batch<inbox_row>> inbox_queue::lease(std::size_t) {
-    constexpr const char* kLease =
-        "SELECT i.id::text, i.lease_token::text, i.payload::text "
-        "FROM public.lease_inbox_item($1::uuid, 120, $2) i";
-    core::lease_batch<inbox_row> b;
-    for (int round = 0; round < 2; ++round) {
-        const auto r = co_await db_.query_prepared(kLease, g_.agent, "scale");
-        for (int k = 0; k < r.size(); ++k) {
-            b.items.push_back({r.get<std::string>(k, 0), r.get<std::string>(k, 1)});
-            g_.picked(r.text(k, 2));
-        }
-        if (g_.opt.wake != mode::edge || !b.items.empty() || g_.inbox_armed) break;
-        co_await g_.arm(db_, "i");
+net::awaitable<core::lease_batch<inbox_queue::row_type>> inbox_queue::lease(std::size_t room) {
+    auto b = co_await q_.lease(room);
+    // Edge mode: the queue is empty and no wake-up is armed: arm, then look once more (a write
+    // that committed between the empty lease and the arm did not notify).
+    if (g_.opt.wake == mode::edge && b.items.empty() && !g_.inbox_armed) {
+        co_await g_.arm(q_.lease_session(), "i");
         g_.inbox_armed = true;
+        q_.mark_dirty();
+        b = co_await q_.lease(room);
     }
+    for (const auto& it : b.items) g_.picked(it.payload_json);
     co_return b;
 }
 
