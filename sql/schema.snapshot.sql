@@ -1088,6 +1088,9 @@ function public.awp_inbox_check_transition()
 function public.awp_inbox_item_for_transition(p_item_id uuid, p_verb text, p_lease_token uuid)
   returns public.agent_inbox_items, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_inbox_scan(p_gateway_id uuid)
+  returns TABLE(agent_id uuid, oldest double precision, due_in double precision, waiting bigint), plpgsql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_jsonb_patch(p_payload jsonb, p_patch jsonb)
   returns jsonb, sql IMMUTABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE

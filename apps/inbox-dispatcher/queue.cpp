@@ -20,26 +20,10 @@ namespace {
 
 // The gateway's ready agents with something to do now (their oldest item's age and how many
 // items are leasable), and one last row with the seconds until the next item becomes leasable (a
-// back-off ends or a lease expires). An expired lease makes its agent a candidate (and counts as
-// one): leasing reaps it first.
-constexpr const char* kScanSql = R"(
-WITH waiting AS (
-  SELECT i.agent_id, i.created_at, i.status, i.not_before, i.lease_expires_at
-    FROM public.agent_inbox_items i
-   WHERE i.gateway_id = $1::uuid AND i.status IN ('pending', 'failed', 'leased')
-     AND (i.status = 'leased' OR i.attempts < i.max_attempts))
-SELECT w.agent_id::text, extract(epoch FROM min(w.created_at))::float8, NULL::float8, count(*)
-  FROM waiting w JOIN public.agents a ON a.id = w.agent_id
- WHERE a.gateway_id = $1::uuid AND a.status = 'ready'
-   AND ((w.status <> 'leased' AND (w.not_before IS NULL OR w.not_before <= now()))
-        OR (w.status = 'leased' AND w.lease_expires_at < now()))
- GROUP BY w.agent_id
-UNION ALL
-SELECT NULL, NULL, extract(epoch FROM min(s.t) - clock_timestamp())::float8, NULL FROM (
-  SELECT CASE WHEN w.status = 'leased' THEN w.lease_expires_at ELSE w.not_before END AS t
-    FROM waiting w
-   WHERE (w.status = 'leased' AND w.lease_expires_at >= now())
-      OR (w.status <> 'leased' AND w.not_before > now())) s)";
+// back-off ends or a lease expires): awp_inbox_scan (sql/functions/inbox.sql), a function so that
+// the server connection keeps its plan (through PgBouncer a statement is planned every time).
+constexpr const char* kScanSql =
+    "SELECT agent_id::text, oldest, due_in, waiting FROM public.awp_inbox_scan($1::uuid)";
 
 // Leases the agent's next item only while the agent is ready and on this gateway (checked in
 // the same statement, so a pause just before the lease is respected).

@@ -175,6 +175,43 @@ $$;
 REVOKE ALL ON FUNCTION public.awp_expire_inbox_leases(uuid) FROM PUBLIC, anon, authenticated;
 GRANT EXECUTE ON FUNCTION public.awp_expire_inbox_leases(uuid) TO awp_gateway, service_role;
 
+-- The dispatcher's scan of its gateway (apps/inbox-dispatcher/queue.cpp, docs/protocols/
+-- inbox-queue.md): one row per ready agent with items leasable now (its oldest item's age in epoch
+-- seconds and how many; an expired lease counts, leasing reaps it first), then one last row, agent
+-- NULL, with the seconds until the next item becomes leasable (a back-off ends or a lease expires;
+-- NULL when nothing waits). A function so that the server connection keeps its plan: sent as a
+-- statement, unnamed through PgBouncer, it was planned afresh on every scan (~0.3 ms, most of its
+-- cost). Row-level security applies: a gateway's login scans only its own gateway.
+CREATE OR REPLACE FUNCTION public.awp_inbox_scan(p_gateway_id uuid)
+RETURNS TABLE (agent_id uuid, oldest double precision, due_in double precision, waiting bigint)
+LANGUAGE plpgsql STABLE
+SET search_path = ''
+AS $$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH w AS (
+    SELECT i.agent_id, i.created_at, i.status, i.not_before, i.lease_expires_at
+      FROM public.agent_inbox_items i
+     WHERE i.gateway_id = p_gateway_id AND i.status IN ('pending', 'failed', 'leased')
+       AND (i.status = 'leased' OR i.attempts < i.max_attempts))
+  SELECT w.agent_id, extract(epoch FROM min(w.created_at))::float8, NULL::float8, count(*)
+    FROM w JOIN public.agents a ON a.id = w.agent_id
+   WHERE a.gateway_id = p_gateway_id AND a.status = 'ready'
+     AND ((w.status <> 'leased' AND (w.not_before IS NULL OR w.not_before <= now()))
+          OR (w.status = 'leased' AND w.lease_expires_at < now()))
+   GROUP BY w.agent_id
+  UNION ALL
+  SELECT NULL::uuid, NULL::float8, extract(epoch FROM min(s.t) - clock_timestamp())::float8, NULL::bigint
+    FROM (SELECT CASE WHEN w.status = 'leased' THEN w.lease_expires_at ELSE w.not_before END AS t
+            FROM w
+           WHERE (w.status = 'leased' AND w.lease_expires_at >= now())
+              OR (w.status <> 'leased' AND w.not_before > now())) s;
+END
+$$;
+REVOKE ALL ON FUNCTION public.awp_inbox_scan(uuid) FROM PUBLIC, anon, authenticated;
+GRANT EXECUTE ON FUNCTION public.awp_inbox_scan(uuid) TO awp_gateway, service_role;
+
 -- Leases the agent's oldest item that is pending, or failed and past its back-off.
 CREATE OR REPLACE FUNCTION public.lease_inbox_item(p_agent_id uuid, p_lease_seconds integer DEFAULT 120,
                                         p_runner text DEFAULT NULL)

@@ -211,3 +211,50 @@ TEST_CASE("an agent that becomes ready wakes its gateway when items wait for it"
     admin.exec("UPDATE agents SET name = 'Alice' WHERE id = $1", {agent});
     CHECK(drain().empty());
 }
+
+TEST_CASE("the dispatcher's scan counts each ready agent's leasable items, on its own gateway only",
+          "[schema][inbox]") {
+    scoped_database db;
+    auto admin = db.admin();
+    const auto gw = default_gateway(admin);
+    const auto alice = new_agent(admin, kDefaultTenant, "alice", gw);
+    const auto bob = new_agent(admin, kDefaultTenant, "bob", gw);
+    const auto carol = new_agent(admin, kDefaultTenant, "carol", gw);
+    add_item(admin, alice, "a1");
+    add_item(admin, alice, "a2");
+    add_item(admin, bob, "b1");
+    add_item(admin, carol, "c1");
+    admin.exec("UPDATE agents SET status = 'paused' WHERE id = $1", {carol});
+    // bob's item fails once: it is leasable again in 90 s, not now.
+    auto d = db.daemon();
+    const auto token = one(d, "SELECT lease_token FROM lease_inbox_item($1, 60)", {bob});
+    d.exec("SELECT fail_inbox_item(id, 'no', $2, 90) FROM agent_inbox_items WHERE agent_id = $1",
+           {bob, token});
+
+    const auto scan = [&](pg::connection& c, const std::string& gateway) {
+        return c.exec(
+            "SELECT coalesce(agent_id::text, '-'), waiting, due_in FROM awp_inbox_scan($1) "
+            "ORDER BY agent_id NULLS LAST",
+            {gateway});
+    };
+    auto r = scan(d, gw);
+    REQUIRE(r.size() == 2);  // alice (2 items), then the row with the time to the next one
+    CHECK(r.get<std::string>(0, 0) == alice);
+    CHECK(r.get<long>(0, 1) == 2);
+    CHECK(r.is_null(0, 2));
+    CHECK(r.get<std::string>(1, 0) == "-");
+    CHECK(r.get<double>(1, 2) > 80);  // bob's back-off; carol is paused
+    CHECK(r.get<double>(1, 2) <= 90);
+
+    // A gateway's own login scans its gateway; another gateway's id shows it nothing.
+    const auto other = new_gateway(admin, kDefaultTenant, "other-gw");
+    const auto dave = new_agent(admin, kDefaultTenant, "dave", other);
+    add_item(admin, dave, "d1");
+    auto mine = pg::connection::connect(db.gateway_dsn(gw));
+    CHECK(scan(mine, gw).size() == 2);
+    auto theirs = scan(mine, other);
+    REQUIRE(theirs.size() == 1);
+    CHECK(theirs.get<std::string>(0, 0) == "-");
+    CHECK(theirs.is_null(0, 2));
+    CHECK(scan(d, other).get<long>(0, 1) == 1);  // the service role sees dave's item
+}
