@@ -13,7 +13,8 @@
 # function `pgbouncer.get_auth(name)` installed in every database of the cluster and in
 # template1 (so databases made later, the tests' clones, have it too); then it logs in to
 # Postgres as that same user. So the per-gateway logins (awp_gw_*) made at any time work.
-# Transaction mode: server_reset_query is empty, nothing of a session survives a transaction.
+# Transaction mode, and after every transaction a reset query that leaves a server connection as
+# a new one would be but for its cached plans (a hostile client cannot hand state to the next).
 # LISTEN (the daemons' WAKE_DATABASE_URL) and `awpctl migrate` (a session advisory lock) stay
 # direct: AWP_PGBOUNCER_WAKE_DATABASE_URL is the direct URL.
 #
@@ -125,8 +126,13 @@ listen_addr = 127.0.0.1
 listen_port = $PORT
 unix_socket_dir =
 pool_mode = transaction
-; Nothing of a session survives its transaction here: no reset query is run or needed.
-server_reset_query =
+; Reset after every transaction: awp leaves nothing of a session behind, but a hostile client
+; (a gateway host on a shared pool login) could leave a session SET, a role, a temporary type
+; shadowing a built-in one, a lock or a LISTEN for the next client of the server connection
+; (docs/security.md, "Gateway keys"). Everything DISCARD ALL resets but the cached plans (kept:
+; dropping them would plan every statement of every RPC again) and the sequences' currval.
+server_reset_query = CLOSE ALL; RESET ROLE; RESET ALL; DEALLOCATE ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP
+server_reset_query_always = 1
 default_pool_size = $POOL_SIZE
 max_db_connections = $MAX_DB
 max_client_conn = $MAX_CLIENT

@@ -121,7 +121,11 @@ if "@postgres:5432/" not in str(pooled["migrate"]["environment"].get("DATABASE_U
     bad("migrate does not reach postgres itself (a session advisory lock) in the profile")
 settings = dict(re.findall(r"(?m)^\s*([a-z_]+)\s*=[ \t]*(.*?)\s*$", ini.split("[pgbouncer]", 1)[-1]))
 if settings.get("pool_mode") != "transaction": bad("pgbouncer.ini: pool_mode is not transaction")
-if settings.get("server_reset_query", None) != "": bad("pgbouncer.ini: server_reset_query is not empty")
+reset = settings.get("server_reset_query", "")
+for part in ("RESET ROLE", "RESET ALL", "DEALLOCATE ALL", "UNLISTEN *", "pg_advisory_unlock_all()", "DISCARD TEMP"):
+    if part not in reset: bad(f"pgbouncer.ini: server_reset_query does not {part}: a client could leave it for the next")
+if "DISCARD ALL" in reset: bad("pgbouncer.ini: server_reset_query drops every cached plan (DISCARD ALL)")
+if settings.get("server_reset_query_always") != "1": bad("pgbouncer.ini: server_reset_query_always is not 1 (transaction mode would skip the reset)")
 if int(settings.get("max_db_connections", "0") or 0) <= 0: bad("pgbouncer.ini: max_db_connections is not set")
 if "pgbouncer.get_auth" not in settings.get("auth_query", ""): bad("pgbouncer.ini: auth_query is not the lookup function")
 

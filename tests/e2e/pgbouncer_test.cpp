@@ -85,6 +85,27 @@ net::awaitable<std::string> two_hosts(std::string dsn_a, std::string key_a, std:
     co_return seen;
 }
 
+// A gateway with an agent and one pending command, for a host on the pool login.
+std::string pool_gateway(pg::connection& admin, const char* slug) {
+    const auto gw = std::string(
+        admin
+            .exec("INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, "
+                  "'ready') RETURNING id::text",
+                  {kTenant, awp::test::random_name(slug)})
+            .text(0, 0));
+    const auto agent = std::string(
+        admin
+            .exec("INSERT INTO agents (tenant_id, name, slug, gateway_id) VALUES ($1, 'A', $2, "
+                  "$3) RETURNING id::text",
+                  {kTenant, awp::test::random_name("ag"), gw})
+            .text(0, 0));
+    admin.exec(
+        "INSERT INTO agent_commands (tenant_id, agent_id, action, payload) VALUES ($1, $2, "
+        "'update', '{}')",
+        {kTenant, agent});
+    return gw;
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -98,25 +119,7 @@ TEST_CASE(
     scoped_database db;
     auto admin = db.admin();
     std::vector<std::string> gateways;
-    for (const char* slug : {"pool-a", "pool-b"}) {
-        const auto gw = std::string(
-            admin
-                .exec("INSERT INTO gateways (tenant_id, slug, label, status) VALUES ($1, $2, $2, "
-                      "'ready') RETURNING id::text",
-                      {kTenant, awp::test::random_name(slug)})
-                .text(0, 0));
-        const auto agent = std::string(
-            admin
-                .exec("INSERT INTO agents (tenant_id, name, slug, gateway_id) VALUES ($1, 'A', $2, "
-                      "$3) RETURNING id::text",
-                      {kTenant, awp::test::random_name("ag"), gw})
-                .text(0, 0));
-        admin.exec(
-            "INSERT INTO agent_commands (tenant_id, agent_id, action, payload) VALUES ($1, $2, "
-            "'update', '{}')",
-            {kTenant, agent});
-        gateways.push_back(gw);
-    }
+    for (const char* slug : {"pool-a", "pool-b"}) gateways.push_back(pool_gateway(admin, slug));
     const auto a = db.pool_login(gateways[0]), b = db.pool_login(gateways[1]);
     pg::set_named_statements(false);
     net::io_context ioc;
@@ -144,6 +147,58 @@ TEST_CASE(
     auto c = pg::connection::connect(awp::test::via_pgbouncer(a.dsn));
     CHECK(c.exec("SELECT coalesce(current_setting('awp.gateway_key', true), '')").text(0, 0) == "");
     CHECK(c.exec("SELECT count(*) FROM agent_commands").text(0, 0) == "0");
+}
+
+TEST_CASE(
+    "through PgBouncer: what a pool host leaves on its server connection does not reach the next "
+    "host",
+    "[pgbouncer][security]") {
+    if (!awp::test::through_pgbouncer()) {
+        SUCCEED("direct: no pooler to check (label pgbouncer runs this through one)");
+        return;
+    }
+    scoped_database db;
+    auto admin = db.admin();
+    const auto gw_a = pool_gateway(admin, "left-a"), gw_b = pool_gateway(admin, "left-b");
+    const auto a = db.pool_login(gw_a), b = db.pool_login(gw_b);
+    pg::set_named_statements(false);
+    struct named_back {
+        ~named_back() { pg::set_named_statements(true); }
+    } restore;
+    {
+        // A hostile host: session settings, a role, a temporary type named like a built-in one, a
+        // held advisory lock, a prepared statement, a LISTEN; each in its own transaction, as
+        // every statement of a pool host goes out behind its key.
+        auto c = pg::connection::connect(awp::test::via_pgbouncer(a.dsn));
+        c.set_gateway_key(a.key);
+        c.exec("CREATE TYPE pg_temp.uuid AS (x int)");
+        c.exec("SELECT pg_advisory_lock(4242)");
+        c.exec("PREPARE awp_1 AS SELECT 1");
+        c.exec("LISTEN awp_wake");
+        c.exec("SET ROLE awp_gateway");
+        c.exec("SET default_transaction_read_only = on");
+        c.exec("SET lock_timeout = 1");
+    }
+    // The next host on the pool's one server connection works as if none of it happened.
+    auto c = pg::connection::connect(awp::test::via_pgbouncer(b.dsn));
+    c.set_gateway_key(b.key);
+    auto r = c.exec(
+        "SELECT $1::uuid::text, current_user::text, "
+        "current_setting('default_transaction_read_only'), "
+        "current_setting('lock_timeout'), (SELECT count(*) FROM pg_prepared_statements), "
+        "(SELECT count(*) FROM pg_listening_channels()), pg_try_advisory_lock(4242)",
+        {gw_b});
+    CHECK(r.text(0, 0) == gw_b);  // pg_catalog's uuid
+    CHECK(r.text(0, 1) == "awp_pool_test");
+    CHECK(r.text(0, 2) == "off");
+    CHECK(r.text(0, 3) == "0");
+    CHECK(r.text(0, 4) == "0");
+    CHECK(r.text(0, 5) == "0");
+    CHECK(r.text(0, 6) == "t");
+    c.exec("SELECT pg_advisory_unlock_all()");
+    // And it writes: its gateway's command is leased and started.
+    CHECK(c.exec("SELECT id FROM public.lease_and_start_command(60, $1, 'b')", {gw_b}).size() == 1);
+    CHECK(std::string(server_state(awp::test::via_pgbouncer(b.dsn)).user) == "awp_pool_test");
 }
 
 TEST_CASE("through PgBouncer: hot statements of two clients share one server connection",
