@@ -273,6 +273,9 @@ void inbox_queue::settled(const inbox_item& item, const wake_outcome& out,
         it->second.busy = false;
         it->second.has_work = it->second.waiting > 0;
     }
+    // A failed wake leaves its item in a back-off that no NOTIFY announces when it ends: scan
+    // again before the next lease, so that the timer for its end is set.
+    if (!out.success) dirty_ = true;
     if (status != core::finish_status::written) return;  // the driver logged why
     ++(out.success ? stats_.completed : stats_.failed);
     log::info(out.success ? "item completed" : "item failed", {{"item_id", item.id},

@@ -296,6 +296,24 @@ TEST_CASE("a failing wake is retried after its back-off and ends dead_letter aft
     CHECK(rt.starts("bob") == 3);
 }
 
+TEST_CASE("a failed wake's retry comes when its back-off ends, with no NOTIFY and no safety poll",
+          "[dispatcher][e2e]") {
+    world w;
+    fake_runtime rt;
+    const auto cy = w.agent("cy");
+    rt.set("cy", "exit", "3");
+    auto d = w.dispatcher(rt, {{"SAFETY_POLL", "120"}});
+    const auto item = w.item(cy, "late-1");
+    REQUIRE(eventually([&] { return w.status(item) == "failed"; }, 10s));
+    rt.clear("cy", "exit");
+    // The schema's first back-off is 30 s and nothing is notified when it ends; the safety poll
+    // is 120 s away. Only the dispatcher's own timer, set by a scan after the failure, brings the
+    // retry on time.
+    REQUIRE(eventually([&] { return w.status(item) == "done"; }, 45s, 200ms));
+    CHECK(rt.starts("cy") == 2);
+    CHECK(count(w.admin, "SELECT attempts FROM agent_inbox_items WHERE id = $1", {item}) == 2);
+}
+
 TEST_CASE("200 items for 20 agents: one wake per agent at a time, MAX_CONCURRENT at most, fair",
           "[dispatcher][e2e]") {
     world w;
