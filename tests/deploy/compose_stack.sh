@@ -29,13 +29,14 @@ sed -e 's/^COMPOSE_PROFILES=.*/COMPOSE_PROFILES=pgbouncer/; s/^AWP_DB_ADDRESS=.*
     -e 's/^DATABASE_PREPARED=.*/DATABASE_PREPARED=off/' "$dir/.env.example" >"$work/pooled.env"
 docker-compose --project-directory "$dir" -f "$dir/docker-compose.yml" --env-file "$work/pooled.env" config >"$work/pooled.yml"
 
-python3 - "$work/config.yml" "$build/bin" "$work" "$work/pooled.yml" "$dir/pgbouncer/pgbouncer.ini" <<'PY'
+python3 - "$work/config.yml" "$build/bin" "$work" "$work/pooled.yml" "$dir/pgbouncer/pgbouncer.ini" \
+  "$src/deploy/systemd/pgbouncer/pgbouncer.ini.example" <<'PY'
 import os, re, subprocess, sys, yaml
 
 cfg = yaml.safe_load(open(sys.argv[1]))
 bindir, work = sys.argv[2], sys.argv[3]
 pooled = yaml.safe_load(open(sys.argv[4]))["services"]
-ini = open(sys.argv[5]).read()
+inis = {path: open(path).read() for path in sys.argv[5:7]}  # compose's and the systemd example
 services = cfg["services"]
 failures = []
 def bad(msg): failures.append(msg)
@@ -119,15 +120,17 @@ if "awp-wake" in pooled and "@postgres:5432/" not in str(pooled["awp-wake"]["env
     bad("awp-wake: its DATABASE_URL (LISTEN) is not postgres itself in the profile")
 if "@postgres:5432/" not in str(pooled["migrate"]["environment"].get("DATABASE_URL", "")):
     bad("migrate does not reach postgres itself (a session advisory lock) in the profile")
-settings = dict(re.findall(r"(?m)^\s*([a-z_]+)\s*=[ \t]*(.*?)\s*$", ini.split("[pgbouncer]", 1)[-1]))
-if settings.get("pool_mode") != "transaction": bad("pgbouncer.ini: pool_mode is not transaction")
-reset = settings.get("server_reset_query", "")
-for part in ("RESET ROLE", "RESET ALL", "DEALLOCATE ALL", "UNLISTEN *", "pg_advisory_unlock_all()", "DISCARD TEMP"):
-    if part not in reset: bad(f"pgbouncer.ini: server_reset_query does not {part}: a client could leave it for the next")
-if "DISCARD ALL" in reset: bad("pgbouncer.ini: server_reset_query drops every cached plan (DISCARD ALL)")
-if settings.get("server_reset_query_always") != "1": bad("pgbouncer.ini: server_reset_query_always is not 1 (transaction mode would skip the reset)")
-if int(settings.get("max_db_connections", "0") or 0) <= 0: bad("pgbouncer.ini: max_db_connections is not set")
-if "pgbouncer.get_auth" not in settings.get("auth_query", ""): bad("pgbouncer.ini: auth_query is not the lookup function")
+for path, ini in inis.items():
+    name = os.path.basename(path)
+    settings = dict(re.findall(r"(?m)^\s*([a-z_]+)\s*=[ \t]*(.*?)\s*$", ini.split("[pgbouncer]", 1)[-1]))
+    if settings.get("pool_mode") != "transaction": bad(f"{name}: pool_mode is not transaction")
+    reset = settings.get("server_reset_query", "")
+    for part in ("RESET ROLE", "RESET ALL", "DEALLOCATE ALL", "UNLISTEN *", "pg_advisory_unlock_all()", "DISCARD TEMP"):
+        if part not in reset: bad(f"{name}: server_reset_query does not {part}: a client could leave it for the next")
+    if "DISCARD ALL" in reset: bad(f"{name}: server_reset_query drops every cached plan (DISCARD ALL)")
+    if settings.get("server_reset_query_always") != "1": bad(f"{name}: server_reset_query_always is not 1 (transaction mode would skip the reset)")
+    if int(settings.get("max_db_connections", "0") or 0) <= 0: bad(f"{name}: max_db_connections is not set")
+    if "pgbouncer.get_auth" not in settings.get("auth_query", ""): bad(f"{name}: auth_query is not the lookup function")
 
 def seconds(text):
     m = re.fullmatch(r"(?:(\d+)m)?(?:(\d+)s)?", str(text))
