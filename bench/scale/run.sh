@@ -29,7 +29,8 @@
 #   SCALE_PG_PORT (54335), SCALE_STATE_DIR (.awp/scale), SCALE_KEEP=1 leaves the cluster running
 #   SCALE_STATEMENTS=1 a diagnosis, not a measurement: pg_stat_statements (nested statements and
 #                      planning too, which costs CPU of its own) and, per point, the statements
-#                      by server time in $OUT/statements-<mode>-<N>-<rep>.txt
+#                      by server time in $OUT/statements-<mode>-<N>-<rep>.txt (none that names
+#                      a password: a role's ALTER is kept as written)
 # Results: $OUT (default /tmp/awp-scale-bench): results.txt (the RESULT lines), table.txt.
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -134,7 +135,8 @@ point() {  # N MODE IDLE REP
   ((STATEMENTS)) && psql -X "$ADMIN" -c "SELECT calls, round(total_exec_time::numeric, 1) AS exec_ms,
       round(total_plan_time::numeric, 1) AS plan_ms, round((1000 * (total_exec_time + total_plan_time) / NULLIF(calls, 0))::numeric, 1) AS us_per_call,
       toplevel, left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
-    FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 40" >"$OUT/statements-$2-$1-$4.txt"
+    FROM pg_stat_statements WHERE query !~* 'password'
+    ORDER BY total_exec_time + total_plan_time DESC LIMIT 40" >"$OUT/statements-$2-$1-$4.txt"
   return 0
 }
 for n in $NS; do

@@ -240,12 +240,11 @@ private:
 
 struct gateway {
     gateway(net::io_context& io_, const options& o, std::string id_, std::string slug_,
-            std::string agent_, const std::string& dsn_, pg::login own_, std::string key_)
+            const std::string& dsn_, pg::login own_, std::string key_)
         : io(io_),
           opt(o),
           id(std::move(id_)),
           slug(std::move(slug_)),
-          agent(std::move(agent_)),
           dsn(dsn_),
           own(std::move(own_)),
           key(std::move(key_)),
@@ -260,7 +259,7 @@ struct gateway {
 
     net::io_context& io;
     const options& opt;
-    std::string id, slug, agent, dsn;
+    std::string id, slug, dsn;
     pg::login own;    // its stream's credentials (mode awp-wake): its own login, or the pool's
     std::string key;  // --login pool: its gateway's key
     command_queue cq;
@@ -909,8 +908,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
                                          ? pg::dsn_with_login(host_base, shared)
                                          : pg::dsn_with_login(host_base, own);
         gws.push_back(std::make_unique<gateway>(*ios[k % static_cast<std::size_t>(nthreads)], o,
-                                                targets[k].gateway, slugs[k], targets[k].agent,
-                                                host_dsn, own, k < keys.size() ? keys[k] : ""));
+                                                targets[k].gateway, slugs[k], host_dsn, own,
+                                                k < keys.size() ? keys[k] : ""));
     }
     int wake_pid = 0;
     if (o.wake == mode::awp_wake) {
@@ -1007,9 +1006,9 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     };
     // Transactions of this database (every host's, the writers'), from its statistics: each
     // backend reports when it has been idle a second, so they are read after such a pause.
-    const std::string xacts_sql =
-        "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = '" + o.db + "'";
-    const long long xacts0 = admin.exec(xacts_sql).get<long long>(0, 0);
+    constexpr const char* kXactsSql =
+        "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = $1";
+    const long long xacts0 = admin.exec(kXactsSql, {o.db}).get<long long>(0, 0);
     long long ticks0 = server_ticks(postmaster);
     long long self0 = read_stat_cpu(getpid(), false, nullptr);
     long long wake0 = aux_ticks(wake_pid), pool0 = aux_ticks(pooler_pid);
@@ -1031,7 +1030,7 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
          static_cast<double>(std::thread::hardware_concurrency()));
     const std::uint64_t after_a = g_picked.load();
     std::this_thread::sleep_for(1500ms);
-    const long long xacts_a = admin.exec(xacts_sql).get<long long>(0, 0) - xacts0;
+    const long long xacts_a = admin.exec(kXactsSql, {o.db}).get<long long>(0, 0) - xacts0;
 
     // ---- phase B: a steady stream at R writes/s ----
     const std::uint64_t before_b = g_picked.load();
