@@ -20,6 +20,7 @@
 #   SCALE_QUICK=1      N = 1 10 100, 5 s per phase (a smoke run)
 #   SCALE_NS="1 10"    the gateway counts; SCALE_MODES as above; SCALE_SECONDS (10)
 #   SCALE_RATE (50)    phase B's steady writes/s (pickup latency); SCALE_WRITERS (4)
+#   SCALE_SUSTAIN_STEPS (6) phase C's steps: the rates tried in the search for the sustained rate
 #   SCALE_REPS (2)     runs of every point below N = 1,000 (interleaved; the table shows their mean;
 #                      N = 1,000 runs once: it takes minutes and ~10 GiB)
 #   SCALE_IDLE (2)     idle connections per host (the runner's and the dispatcher's housekeeping);
@@ -44,6 +45,7 @@ fi
 MODES=${SCALE_MODES:-"direct wake wake-pooled wake-pooled-gw wake-pooled-keys"}
 POOL=${SCALE_POOL:-80}
 pooled=0; [[ " $MODES " == *" wake-pooled"* ]] && pooled=1
+SUSTAIN_STEPS=${SCALE_SUSTAIN_STEPS:-6}
 RATE=${SCALE_RATE:-50}; WRITERS=${SCALE_WRITERS:-4}; IDLE=${SCALE_IDLE:-2}; REPS=${SCALE_REPS:-2}
 export AWP_PG_PORT=${SCALE_PG_PORT:-54335}
 export AWP_STATE_DIR=${SCALE_STATE_DIR:-$REPO/.awp/scale}
@@ -105,7 +107,7 @@ setting() { psql -X -qAt "$ADMIN" -c "SHOW $1"; }
   echo "machine: $(nproc) cores, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), load average $(cut -d' ' -f1-3 /proc/loadavg) (shared with other work)"
   echo "server: $(psql -X -qAt "$ADMIN" -c 'SELECT version()' | cut -d, -f1); max_connections=$(setting max_connections) shared_buffers=$(setting shared_buffers) synchronous_commit=$(setting synchronous_commit) fsync=$(setting fsync) max_wal_size=$(setting max_wal_size) checkpoint_timeout=$(setting checkpoint_timeout); unix socket (hosts of the wake modes: TCP 127.0.0.1, password logins)"
   ((pooled)) && echo "pooler: $(/usr/sbin/pgbouncer --version | head -1), transaction mode, max_db_connections=$POOL default_pool_size=$POOL server_idle_timeout=10 max_client_conn=$MAXCONN, on 127.0.0.1:$AWP_PGBOUNCER_PORT"
-  echo "client: ulimit -n $(ulimit -n); gateways N = $NS; modes $MODES; phase A: $WRITERS writers at full speed for ${SECONDS_PER}s; phase B: $RATE writes/s for ${SECONDS_PER}s; half commands, half inbox items; $REPS runs of each point below N = 1,000"
+  echo "client: ulimit -n $(ulimit -n); gateways N = $NS; modes $MODES; phase A: $WRITERS writers at full speed for ${SECONDS_PER}s; phase B: $RATE writes/s for ${SECONDS_PER}s; phase C: the sustained rate, up to $SUSTAIN_STEPS steps of ${SECONDS_PER}s; half commands, half inbox items; $REPS runs of each point below N = 1,000"
 } | tee "$OUT/settings.txt"
 
 : >"$OUT/results.txt"
@@ -128,7 +130,7 @@ point() {  # N MODE IDLE REP
   mode_args "$2"
   ((STATEMENTS)) && psql -X -q "$ADMIN" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
   line=$("$BUILD/bin/scale_bench" --conninfo "host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=postgres" \
-    "${ARGS[@]}" --name "$2" --gateways "$1" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" \
+    "${ARGS[@]}" --name "$2" --gateways "$1" --seconds "$SECONDS_PER" --writers "$WRITERS" --rate "$RATE" --sustain-steps "$SUSTAIN_STEPS" \
     --idle-per-gateway "$3" 2>>"$OUT/stderr.txt" | grep '^RESULT' || true)
   [[ -n $line ]] || line="RESULT mode=$2 n=$1 failed=1"
   echo "$line idle=$3 rep=$4" | tee -a "$OUT/results.txt"
@@ -164,7 +166,7 @@ function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]
   if (!(k in seen)) { seen[k] = 1; order[++rows] = k; mode[k] = v("mode"); nn[k] = v("n") }
   if (v("failed") == 1) { failed[k]++; next }
   runs[k]++
-  add("tps", v("tps")); add("p50", v("p50_ms")); add("p99", v("p99_ms")); add("w50", v("wake_p50_ms"))
+  add("tps", v("tps")); add("sus", v("sustained_tps")); add("p50", v("p50_ms")); add("p99", v("p99_ms")); add("w50", v("wake_p50_ms"))
   add("w99", v("wake_p99_ms")); add("l50", v("loaded_p50_ms")); add("l99", v("loaded_p99_ms"))
   add("co", v("commit_p50_ms")); add("pk", v("picked_b")); add("wr", v("writes_b")); add("conns", v("conns_db"))
   add("lis", v("listeners")); add("cpu", v("cpu_ms_per_write")); add("cl", v("client_cpu_ms_per_write"))
@@ -174,19 +176,20 @@ function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]
   en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
   if (en != "" && en >= 0 && tot > 0) add("notif", 100 * en / tot) }
 END {
-  print "| mode | gateways | runs | write tx/s | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | transactions per write | simulator CPU ms per write | awp-wake / PgBouncer CPU ms per write | server memory MiB (PSS) | awp-wake / PgBouncer MiB | other CPU % |"
-  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  print "| mode | gateways | runs | sustained writes/s (every row picked up) | ratio to N=1 | writes/s at full speed | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | transactions per write | simulator CPU ms per write | awp-wake / PgBouncer CPU ms per write | server memory MiB (PSS) | awp-wake / PgBouncer MiB | other CPU % |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for (r = 1; r <= rows; r++) {
     k = order[r]
     if (!runs[k]) { printf "| %s | %s | 0 | failed |\n", mode[k], nn[k]; continue }
     b = mode[k] SUBSEP 1
+    sr = C["sus", b] && C["sus", k] ? sprintf("%.2f", (S["sus", k] / C["sus", k]) / (S["sus", b] / C["sus", b])) : "n/a"
     ratio = C["tps", b] ? sprintf("%.2f", (S["tps", k] / C["tps", k]) / (S["tps", b] / C["tps", b])) : "n/a"
     cr = C["cpu", b] ? sprintf("%.2f", (S["cpu", b] / C["cpu", b]) / (S["cpu", k] / C["cpu", k])) : "n/a"
-    printf "| %s | %s | %d | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s |\n",
-      mode[k], nn[k], runs[k], m("tps", "%.0f"), ratio, cr, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
+    printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s |\n",
+      mode[k], nn[k], runs[k], m("sus", "%.0f"), sr, m("tps", "%.0f"), ratio, cr, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
       m("co", "%.1f"), m("l50", "%.1f"), m("l99", "%.1f"), m("pk", "%.0f"), m("wr", "%.0f"), m("conns", "%.0f"), m("lis", "%.0f"),
       C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("xw", "%.2f"), m("cl", "%.2f"), m("wk", "%.2f"), m("pl", "%.2f"),
       m("mem", "%.0f"), m("wkm", "%.0f"), m("plm", "%.0f"), m("oth", "%.0f")
   }
 }' "$OUT/results.txt" | tee "$OUT/table.txt"
-echo "(DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; transactions per write: the database's commits and rollbacks in phase A (pg_stat_database) per row written, the writer's own included; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); awp-wake / PgBouncer: their own processes, phase A; connections: client backends of the database (through PgBouncer: its server connections, the writers and awp-wake's LISTEN); other CPU: the rest of the machine during phase A. Results in $OUT)"
+echo "(sustained: phase C, the highest fixed write rate at which every row written was picked up within 0.5 s of the step's end (bisection between 0 and the rate at full speed, $SECONDS_PER s steps); at full speed: phase A, $WRITERS writers as fast as they can, where a host that cannot keep up leaves part of its work after the phase; DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; transactions per write: the database's commits and rollbacks in phase A (pg_stat_database) per row written, the writer's own included; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); awp-wake / PgBouncer: their own processes, phase A; connections: client backends of the database (through PgBouncer: its server connections, the writers and awp-wake's LISTEN); other CPU: the rest of the machine during phase A. Results in $OUT)"

@@ -43,8 +43,12 @@
 //
 // After a warm-up row per queue and gateway, phases: (A) W writers as fast as they can for T
 // seconds: write throughput, DB CPU per write, pickup under full load; (B) writers at a fixed total
-// rate R for T seconds: pickup p50/p99. Then connections (pg_stat_activity) and backend memory (PSS
-// of every server process). Prints one line "RESULT key=value ...".
+// rate R for T seconds: pickup p50/p99; (C) the sustained rate: steps of T seconds at fixed rates,
+// bisecting between 0 and phase A's rate, a step kept up when every row written in it was picked
+// up within 0.5 s of its end (phase A's writers outrun a host that cannot keep up, and the host's
+// work then falls after the phase: one gateway is one runner taking commands one at a time and
+// one agent taking its items one at a time). Then connections (pg_stat_activity) and backend
+// memory (PSS of every server process). Prints one line "RESULT key=value ...".
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -60,6 +64,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -129,6 +134,9 @@ struct options {
     int threads = 2;   // io_contexts for the gateways
     int idle_per_gateway = 2;
     int inbox_slots = 2;
+    int sustain_steps = 6;     // phase C: rates tried in the search for the sustained rate
+    double sustain_lag = 0.5;  // phase C: a step is kept up when its rows are all picked up
+                               // within this many seconds of its end
     double ready_timeout = 600;
 };
 
@@ -145,6 +153,22 @@ std::int64_t sent_of(std::string_view payload) {
 }
 
 std::atomic<std::uint64_t> g_picked{0};
+
+// Phase C: the pickup latency of every row sent from g_step_t0 on (the current step).
+std::atomic<std::int64_t> g_step_t0{std::numeric_limits<std::int64_t>::max()};
+std::mutex g_step_m;
+std::vector<double> g_step_ms;
+
+// The hosts' safety polls per second since the start (both queues of every host): their peak
+// in phases A and B shows whether hosts that started together still poll together.
+constexpr std::size_t kPollSeconds = 4096;
+std::atomic<std::int64_t> g_poll_t0{0};
+std::vector<std::atomic<int>> g_polls(kPollSeconds);
+void count_poll(core::rescan_reason why) {
+    if (why != core::rescan_reason::safety_poll) return;
+    const auto s = static_cast<std::size_t>((now_ns() - g_poll_t0.load()) / 1'000'000'000);
+    if (s < kPollSeconds) g_polls[s].fetch_add(1, std::memory_order_relaxed);
+}
 
 struct pick {
     std::int64_t sent, got;
@@ -273,7 +297,12 @@ struct gateway {
     std::atomic<int> connected{0};
 
     void picked(std::string_view payload) {
-        picks.push_back({sent_of(payload), now_ns()});
+        const std::int64_t sent = sent_of(payload), got = now_ns();
+        picks.push_back({sent, got});
+        if (sent >= g_step_t0.load(std::memory_order_relaxed)) {
+            std::lock_guard lock(g_step_m);
+            g_step_ms.push_back(static_cast<double>(got - sent) / 1e6);
+        }
         g_picked.fetch_add(1, std::memory_order_relaxed);
     }
 
@@ -312,7 +341,11 @@ struct gateway {
                 return true;
             };
         }
-        ih.on_rescan = [this](core::rescan_reason) { iq.real().mark_dirty(); };
+        ih.on_rescan = [this](core::rescan_reason why) {
+            iq.real().mark_dirty();
+            count_poll(why);
+        };
+        ch.on_rescan = count_poll;
         cd = std::make_unique<core::queue_driver<command_queue>>(io.get_executor(), cq, c, ch);
         idr = std::make_unique<core::queue_driver<inbox_queue>>(io.get_executor(), iq, i, ih);
         net::co_spawn(io, connect_all(), net::detached);
@@ -670,7 +703,8 @@ void usage() {
                  "direct|relay|edge|awp-wake --gateways N [--seconds T] [--writers W] [--rate R] "
                  "[--threads K] [--idle-per-gateway I] [--db NAME] [--template NAME] [--name NAME] "
                  "[--login super|shared|gateway|pool] [--pooler 'host=... port=...'] "
-                 "[--pooler-pidfile FILE] [--wake-bin PATH] [--auth-url URL] [--wake-port P]\n";
+                 "[--pooler-pidfile FILE] [--wake-bin PATH] [--auth-url URL] [--wake-port P] "
+                 "[--sustain-steps S]\n";
 }
 
 }  // namespace
@@ -732,6 +766,8 @@ int main(int argc, char** argv) {
             o.auth_url = val();
         else if (a == "--wake-port")
             o.wake_port = std::stoi(val());
+        else if (a == "--sustain-steps")
+            o.sustain_steps = std::stoi(val());
         else {
             usage();
             return 2;
@@ -927,6 +963,7 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         for (auto& g : gws) rl->add(*g);
     }
     const auto t_setup = now_ns();
+    g_poll_t0.store(t_setup);
     for (auto& g : gws) net::post(g->io, [gp = g.get()] { gp->start(); });
     if (rl) net::post(*ios.back(), [&] { rl->start(); });
     std::vector<std::thread> threads;
@@ -1042,11 +1079,60 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     b.ticks = server_ticks(postmaster) - ticks0;
     b.client_ticks = read_stat_cpu(getpid(), false, nullptr) - self0;
     const std::uint64_t after_b = g_picked.load();
+    int poll_peak = 0;
+    for (auto k = static_cast<std::size_t>((a.t0 - t_setup) / 1'000'000'000);
+         k <= static_cast<std::size_t>((b.t1 - t_setup) / 1'000'000'000) && k < kPollSeconds; ++k)
+        poll_peak = std::max(poll_peak, g_polls[k].load());
 
     // Edge mode: how many writes notified (the others found their gateway's wake-up disarmed).
     long long notified = -1;
     if (o.wake == mode::edge) {
         notified = db_value(dsn, kNotifiedSql) - notified0;
+    }
+
+    // ---- phase C: the sustained rate ----
+    // Phase A's writers outrun a host that cannot keep up (one gateway: one runner leasing
+    // commands one at a time, one agent's items one at a time), and its work then falls after
+    // the phase. Here every step offers a fixed rate for T seconds and counts as kept up when
+    // every row written in it was picked up within sustain_lag seconds of its end: the
+    // highest such rate is what the whole system (writers, database, hosts) sustains. The
+    // search bisects between 0 and phase A's rate (writers at full speed cannot do more);
+    // before each step the backlog of the previous one is drained.
+    std::uint64_t written = before_b + b.writes;
+    double lo = 0, hi = static_cast<double>(a.writes) / a.seconds;
+    double sustained = 0, sustained_p50 = NAN, sustained_p99 = NAN;
+    std::string steps;
+    for (int k = 0; k < o.sustain_steps && hi > 0; ++k) {
+        // The first step tries phase A's rate itself; then the middle of what is left.
+        const double r = k == 0 ? hi : (lo + hi) / 2;
+        drain(written, 60);
+        {
+            std::lock_guard lock(g_step_m);
+            g_step_ms.clear();
+        }
+        g_step_t0.store(now_ns());
+        const phase_result c = run_writers(o, dsn, targets, r);
+        const double lag = drain(written + c.writes, 60);
+        written += c.writes;
+        g_step_t0.store(std::numeric_limits<std::int64_t>::max());
+        std::vector<double> ms;
+        {
+            std::lock_guard lock(g_step_m);
+            ms.swap(g_step_ms);
+        }
+        const double achieved = static_cast<double>(c.writes) / c.seconds;
+        const bool kept = lag <= o.sustain_lag && achieved >= 0.95 * r;
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "%s%.0f:%s:%.2f", steps.empty() ? "" : ",", r,
+                      kept ? "kept" : "lagged", lag);
+        steps += buf;
+        if (kept && achieved > sustained) {
+            sustained = achieved;
+            sustained_p50 = pct(ms, 0.5);
+            sustained_p99 = pct(ms, 0.99);
+        }
+        if (k == 0 && kept) break;  // the writers themselves are the limit
+        (kept ? lo : hi) = r;
     }
 
     // ---- memory: every server process's PSS; the backends of this database ----
@@ -1126,7 +1212,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         "edge_notifies=%lld client_cpu_ms_per_write=%.3f "
         "client_cpu_ms_per_write_b=%.3f other_cpu_pct=%.0f wake_cpu_ms_per_write=%.3f "
         "wake_mib=%.1f pooler_cpu_ms_per_write=%.3f pooler_mib=%.1f login=%s pooled=%d "
-        "streams=%ld xacts_per_write=%.2f\n",
+        "streams=%ld xacts_per_write=%.2f sustained_tps=%.0f sustained_p50_ms=%.2f "
+        "sustained_p99_ms=%.2f sustain_steps=%s poll_peak_per_s=%d\n",
         o.name.c_str(), o.gateways, wb50, wb99, wa50, wa99, tps,
         static_cast<unsigned long long>(a.writes), na, cpu_ms_a, a50, a99, o.rate,
         static_cast<unsigned long long>(b.writes), nb, b50, b99, bmax, cpu_ms_b, conns, all_conns,
@@ -1139,7 +1226,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         : o.login == login_kind::pool   ? "pool"
                                         : "gateway",
         o.pooler.empty() ? 0 : 1, streams,
-        a.writes ? static_cast<double>(xacts_a) / static_cast<double>(a.writes) : NAN);
+        a.writes ? static_cast<double>(xacts_a) / static_cast<double>(a.writes) : NAN, sustained,
+        sustained_p50, sustained_p99, steps.empty() ? "-" : steps.c_str(), poll_peak);
     (void)after_a;
     (void)after_b;
     std::fflush(stdout);
