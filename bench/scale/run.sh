@@ -166,7 +166,7 @@ function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]
   if (!(k in seen)) { seen[k] = 1; order[++rows] = k; mode[k] = v("mode"); nn[k] = v("n") }
   if (v("failed") == 1) { failed[k]++; next }
   runs[k]++
-  add("tps", v("tps")); add("sus", v("sustained_tps")); add("p50", v("p50_ms")); add("p99", v("p99_ms")); add("w50", v("wake_p50_ms"))
+  add("tps", v("tps")); add("sus", v("sustained_tps")); add("scpu", v("sustained_cpu_ms_per_write")); add("p50", v("p50_ms")); add("p99", v("p99_ms")); add("w50", v("wake_p50_ms"))
   add("w99", v("wake_p99_ms")); add("l50", v("loaded_p50_ms")); add("l99", v("loaded_p99_ms"))
   add("co", v("commit_p50_ms")); add("pk", v("picked_b")); add("wr", v("writes_b")); add("conns", v("conns_db"))
   add("lis", v("listeners")); add("cpu", v("cpu_ms_per_write")); add("cl", v("client_cpu_ms_per_write"))
@@ -176,20 +176,21 @@ function m(name, fmt) { return C[name, k] ? sprintf(fmt, S[name, k] / C[name, k]
   en = v("edge_notifies"); tot = v("writes_a") + v("writes_b")
   if (en != "" && en >= 0 && tot > 0) add("notif", 100 * en / tot) }
 END {
-  print "| mode | gateways | runs | sustained writes/s (every row picked up) | ratio to N=1 | writes/s at full speed | ratio to N=1 | DB CPU per write, N=1 / N | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | transactions per write | simulator CPU ms per write | awp-wake / PgBouncer CPU ms per write | server memory MiB (PSS) | awp-wake / PgBouncer MiB | other CPU % |"
-  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  print "| mode | gateways | runs | sustained writes/s (every row picked up) | ratio to N=1 | writes/s at full speed | ratio to N=1 | DB CPU per write, N=1 / N | the same at the sustained rate | pickup p50 / p99 ms (insert -> lease, steady) | commit -> lease p50 / p99 ms | commit p50 ms | pickup p50 / p99 ms at full speed | picked / written (steady) | connections | listening | writes that NOTIFY | DB CPU ms per write | transactions per write | simulator CPU ms per write | awp-wake / PgBouncer CPU ms per write | server memory MiB (PSS) | awp-wake / PgBouncer MiB | other CPU % |"
+  print "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
   for (r = 1; r <= rows; r++) {
     k = order[r]
     if (!runs[k]) { printf "| %s | %s | 0 | failed |\n", mode[k], nn[k]; continue }
     b = mode[k] SUBSEP 1
     sr = C["sus", b] && C["sus", k] ? sprintf("%.2f", (S["sus", k] / C["sus", k]) / (S["sus", b] / C["sus", b])) : "n/a"
+    scr = C["scpu", b] && C["scpu", k] ? sprintf("%.2f", (S["scpu", b] / C["scpu", b]) / (S["scpu", k] / C["scpu", k])) : "n/a"
     ratio = C["tps", b] ? sprintf("%.2f", (S["tps", k] / C["tps", k]) / (S["tps", b] / C["tps", b])) : "n/a"
     cr = C["cpu", b] ? sprintf("%.2f", (S["cpu", b] / C["cpu", b]) / (S["cpu", k] / C["cpu", k])) : "n/a"
-    printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s |\n",
-      mode[k], nn[k], runs[k], m("sus", "%.0f"), sr, m("tps", "%.0f"), ratio, cr, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
+    printf "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s | %s / %s | %s / %s | %s | %s | %s | %s | %s | %s | %s / %s | %s | %s / %s | %s |\n",
+      mode[k], nn[k], runs[k], m("sus", "%.0f"), sr, m("tps", "%.0f"), ratio, cr, scr, m("p50", "%.1f"), m("p99", "%.1f"), m("w50", "%.1f"), m("w99", "%.1f"),
       m("co", "%.1f"), m("l50", "%.1f"), m("l99", "%.1f"), m("pk", "%.0f"), m("wr", "%.0f"), m("conns", "%.0f"), m("lis", "%.0f"),
       C["notif", k] ? m("notif", "%.0f %%") : "100 %", m("cpu", "%.2f"), m("xw", "%.2f"), m("cl", "%.2f"), m("wk", "%.2f"), m("pl", "%.2f"),
       m("mem", "%.0f"), m("wkm", "%.0f"), m("plm", "%.0f"), m("oth", "%.0f")
   }
 }' "$OUT/results.txt" | tee "$OUT/table.txt"
-echo "(sustained: phase C, the highest fixed write rate at which every row written was picked up within 0.5 s of the step's end (bisection between 0 and the rate at full speed, $SECONDS_PER s steps); at full speed: phase A, $WRITERS writers as fast as they can, where a host that cannot keep up leaves part of its work after the phase; DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; transactions per write: the database's commits and rollbacks in phase A (pg_stat_database) per row written, the writer's own included; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); awp-wake / PgBouncer: their own processes, phase A; connections: client backends of the database (through PgBouncer: its server connections, the writers and awp-wake's LISTEN); other CPU: the rest of the machine during phase A. Results in $OUT)"
+echo "(sustained: phase C, the highest fixed write rate at which every row written was picked up within 0.5 s of the step's end (bisection between 0 and the rate at full speed, $SECONDS_PER s steps); at full speed: phase A, $WRITERS writers as fast as they can, where a host that cannot keep up leaves part of its work after the phase; the same at the sustained rate: from the database's CPU in phase C's highest kept-up step, every row taken as it came; DB CPU per write, N=1 / N: the database's capacity at N relative to N=1 when its CPU is the limit, robust to the other work on a shared machine; pickup: the INSERT sent -> the right gateway's lease returned the row; commit -> lease: from the writer getting its commit's answer (0 when the lease came first); steady = phase B at $RATE writes/s, full speed = phase A with $WRITERS writers; DB CPU per write: every server process, from phase A's start until its rows are leased and finished; transactions per write: the database's commits and rollbacks in phase A (pg_stat_database) per row written, the writer's own included; simulator CPU: this benchmark's own process (writers and every simulated host, on the same cores); awp-wake / PgBouncer: their own processes, phase A; connections: client backends of the database (through PgBouncer: its server connections, the writers and awp-wake's LISTEN); other CPU: the rest of the machine during phase A. Results in $OUT)"

@@ -1100,7 +1100,7 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
     // before each step the backlog of the previous one is drained.
     std::uint64_t written = before_b + b.writes;
     double lo = 0, hi = static_cast<double>(a.writes) / a.seconds;
-    double sustained = 0, sustained_p50 = NAN, sustained_p99 = NAN;
+    double sustained = 0, sustained_p50 = NAN, sustained_p99 = NAN, sustained_cpu = NAN;
     std::string steps;
     for (int k = 0; k < o.sustain_steps && hi > 0; ++k) {
         // The first step tries phase A's rate itself; then the middle of what is left.
@@ -1111,8 +1111,10 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
             g_step_ms.clear();
         }
         g_step_t0.store(now_ns());
+        const long long step_ticks0 = server_ticks(postmaster);
         const phase_result c = run_writers(o, dsn, targets, r);
         const double lag = drain(written + c.writes, 60);
+        const long long step_ticks = server_ticks(postmaster) - step_ticks0;
         written += c.writes;
         g_step_t0.store(std::numeric_limits<std::int64_t>::max());
         std::vector<double> ms;
@@ -1130,6 +1132,11 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
             sustained = achieved;
             sustained_p50 = pct(ms, 0.5);
             sustained_p99 = pct(ms, 0.99);
+            // The database's CPU per write with every row taken as it comes (no backlog).
+            sustained_cpu = c.writes ? static_cast<double>(step_ticks) * 1e3 /
+                                           static_cast<double>(sysconf(_SC_CLK_TCK)) /
+                                           static_cast<double>(c.writes)
+                                     : NAN;
         }
         if (k == 0 && kept) break;  // the writers themselves are the limit
         (kept ? lo : hi) = r;
@@ -1213,7 +1220,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
         "client_cpu_ms_per_write_b=%.3f other_cpu_pct=%.0f wake_cpu_ms_per_write=%.3f "
         "wake_mib=%.1f pooler_cpu_ms_per_write=%.3f pooler_mib=%.1f login=%s pooled=%d "
         "streams=%ld xacts_per_write=%.2f sustained_tps=%.0f sustained_p50_ms=%.2f "
-        "sustained_p99_ms=%.2f sustain_steps=%s poll_peak_per_s=%d\n",
+        "sustained_p99_ms=%.2f sustain_steps=%s poll_peak_per_s=%d "
+        "sustained_cpu_ms_per_write=%.3f\n",
         o.name.c_str(), o.gateways, wb50, wb99, wa50, wa99, tps,
         static_cast<unsigned long long>(a.writes), na, cpu_ms_a, a50, a99, o.rate,
         static_cast<unsigned long long>(b.writes), nb, b50, b99, bmax, cpu_ms_b, conns, all_conns,
@@ -1227,7 +1235,8 @@ CREATE TRIGGER bench_inbox_wake AFTER INSERT ON public.agent_inbox_items
                                         : "gateway",
         o.pooler.empty() ? 0 : 1, streams,
         a.writes ? static_cast<double>(xacts_a) / static_cast<double>(a.writes) : NAN, sustained,
-        sustained_p50, sustained_p99, steps.empty() ? "-" : steps.c_str(), poll_peak);
+        sustained_p50, sustained_p99, steps.empty() ? "-" : steps.c_str(), poll_peak,
+        sustained_cpu);
     (void)after_a;
     (void)after_b;
     std::fflush(stdout);
