@@ -7,8 +7,8 @@
 
 #include "awp/core/daemon.hpp"
 #include "awp/core/log.hpp"
-#include "awp/core/notify.hpp"
 #include "awp/core/pg.hpp"
+#include "awp/core/time.hpp"
 
 namespace {
 
@@ -128,15 +128,19 @@ TEST_CASE("reconnect back-off grows, is capped and resets", "[pg]") {
     CHECK(b.next() <= milliseconds(125));
 }
 
-TEST_CASE("safety polls are spread over the last quarter of the period, never longer", "[notify]") {
+TEST_CASE(
+    "periodic waits (safety polls, heartbeats) are spread over the last quarter of the period, "
+    "never longer",
+    "[notify]") {
     // Hosts started together (a deploy, a restart of the database or of awp-wake) must not poll
-    // in the same instant every period: 1,000 hosts would be 2,000 leases at once. A wait
-    // longer than the period would break its promise: a lost wake-up costs at most one poll.
+    // or beat in the same instant every period: 1,000 hosts would be 2,000 leases at once. A
+    // wait longer than the period would break its promise: a lost wake-up costs at most one
+    // poll, a heartbeat comes at least once per interval.
     using std::chrono::milliseconds;
     const milliseconds period(30'000);
     milliseconds lo = period, hi(0);
     for (int k = 0; k < 2'000; ++k) {
-        const auto w = awp::core::safety_poll_wait(period);
+        const auto w = awp::core::periodic_wait(period);
         REQUIRE(w >= milliseconds(22'500));
         REQUIRE(w <= period);
         lo = std::min(lo, w);
@@ -144,7 +148,7 @@ TEST_CASE("safety polls are spread over the last quarter of the period, never lo
     }
     CHECK(lo < milliseconds(23'000));  // spread over the whole quarter
     CHECK(hi > milliseconds(29'500));
-    CHECK(awp::core::safety_poll_wait(milliseconds(0)) == milliseconds(0));
+    CHECK(awp::core::periodic_wait(milliseconds(0)) == milliseconds(0));
 }
 
 TEST_CASE("query parameters render as Postgres text, NULL as nullopt", "[pg]") {

@@ -155,7 +155,7 @@ net::awaitable<void> beater::run() {
         }
         warned = !a.ok;
         if (stopped_) break;
-        co_await wake_.wait_for(cfg_.interval);
+        co_await wake_.wait_for(periodic_wait(cfg_.interval));  // spread: core/time.hpp
     }
 }
 

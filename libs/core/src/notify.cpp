@@ -1,8 +1,6 @@
 // LISTEN loop on libpq's socket, or the wake relay's stream: drain, re-scan, reconnect.
 #include "awp/core/notify.hpp"
 
-#include <random>
-
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/multiple_exceptions.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -10,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/log.hpp"
+#include "awp/core/time.hpp"
 #include "awp/core/wake.hpp"
 
 namespace awp::core {
@@ -18,14 +17,6 @@ using namespace net::experimental::awaitable_operators;
 
 listener::listener(listener_options opts, notify_fn on_notify, rescan_fn on_rescan)
     : opts_(std::move(opts)), on_notify_(std::move(on_notify)), on_rescan_(std::move(on_rescan)) {}
-
-std::chrono::milliseconds safety_poll_wait(std::chrono::milliseconds period) {
-    thread_local std::minstd_rand rng{std::random_device{}()};
-    const auto ms = period.count();
-    if (ms <= 0) return period;
-    std::uniform_int_distribution<long long> draw(ms - ms / 4, ms);
-    return std::chrono::milliseconds(draw(rng));
-}
 
 namespace {
 // Both sources' pause between attempts: says why, then waits the back-off; stop() cancels the
@@ -107,7 +98,7 @@ net::awaitable<void> listener::serve(net::any_io_executor ex, pg::connection& co
     } guard{timer_};
     // Whatever was inserted while we were not listening is only found by looking.
     on_rescan_(rescan_reason::connected);
-    auto next_poll = net::steady_timer::clock_type::now() + safety_poll_wait(opts_.safety_poll);
+    auto next_poll = net::steady_timer::clock_type::now() + periodic_wait(opts_.safety_poll);
     while (!stopping_) {
         for (const auto& n : conn.drain_notifications()) on_notify_(n);
         timer.expires_at(next_poll);
@@ -115,8 +106,7 @@ net::awaitable<void> listener::serve(net::any_io_executor ex, pg::connection& co
             auto which =
                 co_await (conn.async_wait_readable() || timer.async_wait(net::use_awaitable));
             if (which.index() == 1) {
-                next_poll =
-                    net::steady_timer::clock_type::now() + safety_poll_wait(opts_.safety_poll);
+                next_poll = net::steady_timer::clock_type::now() + periodic_wait(opts_.safety_poll);
                 on_rescan_(rescan_reason::safety_poll);
             }
         } catch (const boost::system::system_error& e) {
@@ -207,7 +197,7 @@ net::awaitable<void> listener::relay_safety_poll() {
         ~clear_timer() { t = nullptr; }
     } guard{poll_timer_};
     while (!stopping_) {
-        t.expires_after(safety_poll_wait(opts_.safety_poll));
+        t.expires_after(periodic_wait(opts_.safety_poll));
         boost::system::error_code ec;
         co_await t.async_wait(net::redirect_error(net::use_awaitable, ec));
         if (stopping_) break;

@@ -1,8 +1,10 @@
-// ISO 8601 formatting on the C++20 calendar types (no gmtime, no locale, no global state).
+// ISO 8601 formatting on the C++20 calendar types (no gmtime, no locale, no global state), and
+// the spread wait of periodic tasks.
 #include "awp/core/time.hpp"
 
 #include <array>
 #include <cstdio>
+#include <random>
 
 namespace awp::core {
 
@@ -28,6 +30,14 @@ std::string now_iso8601_utc() { return format_iso8601_utc(std::chrono::system_cl
 std::int64_t now_unix_ms() {
     using namespace std::chrono;
     return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
+}
+
+std::chrono::milliseconds periodic_wait(std::chrono::milliseconds period) {
+    thread_local std::minstd_rand rng{std::random_device{}()};
+    const auto ms = period.count();
+    if (ms <= 0) return period;
+    std::uniform_int_distribution<long long> draw(ms - ms / 4, ms);
+    return std::chrono::milliseconds(draw(rng));
 }
 
 }  // namespace awp::core

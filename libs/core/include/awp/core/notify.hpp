@@ -37,19 +37,13 @@ struct listener_options {
     /// transaction pooler.
     std::string dsn;
     std::vector<std::string> channels;
-    /// At most this long between two looks without a wake-up (safety_poll_wait: each wait is
-    /// drawn from its last quarter).
+    /// At most this long between two looks without a wake-up (each wait is drawn from its last
+    /// quarter: core::periodic_wait).
     std::chrono::milliseconds safety_poll{std::chrono::seconds(30)};
     std::string name = "listener";
     /// Set: wake-ups come from the relay (WAKE_URL) instead of LISTEN; dsn is unused.
     relay_opener relay;
 };
-
-/// The wait before the next safety poll: drawn uniformly from [3/4, 1] x `period`, so that
-/// hosts that started together (a deploy, a database or relay restart) do not all poll in the
-/// same instant every period after (1,000 hosts are 2,000 leases at once); never longer than
-/// `period`, so a lost wake-up still costs at most one safety poll.
-std::chrono::milliseconds safety_poll_wait(std::chrono::milliseconds period);
 
 /// Why the owner should look at its tables again.
 enum class rescan_reason { connected, safety_poll };

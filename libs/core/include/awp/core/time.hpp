@@ -1,4 +1,5 @@
-// Wall-clock helpers: ISO 8601 UTC text with milliseconds, and "now" in milliseconds.
+// Time helpers: ISO 8601 UTC text with milliseconds, "now" in milliseconds, and the wait of a
+// periodic task.
 #pragma once
 
 #include <chrono>
@@ -13,5 +14,12 @@ namespace awp::core {
 [[nodiscard]] std::string now_iso8601_utc();
 /// Milliseconds since the Unix epoch, wall clock.
 [[nodiscard]] std::int64_t now_unix_ms();
+
+/// The wait before the next run of a periodic task (a safety poll, a heartbeat): drawn
+/// uniformly from [3/4, 1] x `period`, so that daemons that started together (a deploy, a
+/// restart of the database or of awp-wake) do not all act in the same instant every period
+/// after (1,000 gateway hosts are 2,000 leases at once); never longer than `period`, so a lost
+/// wake-up still costs at most one safety poll and a heartbeat is never later than its interval.
+[[nodiscard]] std::chrono::milliseconds periodic_wait(std::chrono::milliseconds period);
 
 }  // namespace awp::core
