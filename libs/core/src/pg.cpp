@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -21,6 +20,7 @@
 
 #include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
+#include "awp/core/time.hpp"
 
 namespace awp::core::pg {
 namespace {
@@ -726,12 +726,10 @@ bool named_statements() noexcept {
 // ---- backoff, session, transaction --------------------------------------------------------
 
 std::chrono::milliseconds backoff::next() {
-    thread_local std::mt19937 rng{std::random_device{}()};
     const auto base = next_;
     next_ = std::min(cap_, next_ * 2);
     // Up to 25% jitter so a fleet of daemons does not reconnect in lockstep.
-    std::uniform_int_distribution<long> jitter(0, base.count() / 4);
-    return base + std::chrono::milliseconds(jitter(rng));
+    return random_wait(base, base + base / 4);
 }
 
 net::awaitable<connection*> session::get() {

@@ -1,5 +1,5 @@
 // ISO 8601 formatting on the C++20 calendar types (no gmtime, no locale, no global state), and
-// the spread wait of periodic tasks.
+// the random waits that keep a fleet of daemons out of step.
 #include "awp/core/time.hpp"
 
 #include <array>
@@ -32,12 +32,16 @@ std::int64_t now_unix_ms() {
     return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-std::chrono::milliseconds periodic_wait(std::chrono::milliseconds period) {
-    thread_local std::minstd_rand rng{std::random_device{}()};
-    const auto ms = period.count();
-    if (ms <= 0) return period;
-    std::uniform_int_distribution<long long> draw(ms - ms / 4, ms);
+std::chrono::milliseconds random_wait(std::chrono::milliseconds lo, std::chrono::milliseconds hi) {
+    thread_local std::mt19937 rng{std::random_device{}()};
+    if (hi <= lo) return lo;
+    std::uniform_int_distribution<long long> draw(lo.count(), hi.count());
     return std::chrono::milliseconds(draw(rng));
+}
+
+std::chrono::milliseconds periodic_wait(std::chrono::milliseconds period) {
+    if (period.count() <= 0) return period;
+    return random_wait(period - period / 4, period);
 }
 
 }  // namespace awp::core

@@ -15,6 +15,11 @@ namespace awp::core {
 /// Milliseconds since the Unix epoch, wall clock.
 [[nodiscard]] std::int64_t now_unix_ms();
 
+/// A wait drawn uniformly from [lo, hi] (each thread its own generator): how a fleet of daemons
+/// keeps out of step (pg::backoff's reconnects, periodic_wait).
+[[nodiscard]] std::chrono::milliseconds random_wait(std::chrono::milliseconds lo,
+                                                    std::chrono::milliseconds hi);
+
 /// The wait before the next run of a periodic task (a safety poll, a heartbeat): drawn
 /// uniformly from [3/4, 1] x `period`, so that daemons that started together (a deploy, a
 /// restart of the database or of awp-wake) do not all act in the same instant every period
