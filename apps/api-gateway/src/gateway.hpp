@@ -104,6 +104,19 @@ struct principal {
     std::string registry_error;
 };
 
+/// The caller of a data-API request (/rest/v1, and /realtime/v1 later; docs/data-api.md,
+/// "Roles and claims"): the Postgres role its transaction takes and the claims it sees, decided
+/// as PostgREST decides them behind the platform's gateway. No token (neither Authorization nor
+/// apikey) is the anon role; an apikey alone is used as the token.
+struct data_principal {
+    std::string role = "anon";  ///< anon, authenticated or service_role
+    /// The verified claims, handed to request.jwt.claims ({"role":"anon"} without a token).
+    std::string claims_json = R"({"role":"anon"})";
+    bool has_jwt = false;    ///< a token was presented and verified (42501 is 403, else 401)
+    std::string sub;         ///< the user (authenticated), "" otherwise
+    std::string session_id;  ///< the /auth/v1 session the token belongs to ("" = none)
+};
+
 /// Access tokens already verified (token text -> principal), so a session's next requests skip
 /// libjwt's decode, the HMAC and the claims parse. exp and nbf are checked on every hit (with
 /// the same leeway), revocation by the caller. At most kMax entries (expired ones go first).
@@ -282,6 +295,10 @@ public:
     /// An operator: the service-role key (or a service_role token), or a user session whose
     /// claims say operator; 401 without a session, 403 operator_required otherwise.
     principal require_operator(const request& r) const;
+    /// The caller of a /rest/v1 request (auth.cpp): throws rest::api_error 401 (PGRST301
+    /// an invalid or expired token, PGRST303 bad claims, a signed-out session) with
+    /// WWW-Authenticate.
+    data_principal data_api_principal(const request& r) const;
     /// Cross-site state-changing requests are refused (403). The router calls it for every
     /// method but GET, HEAD and OPTIONS (routes()).
     void check_same_origin(const request& r) const;

@@ -1,0 +1,88 @@
+// The data API's plan and its SQL: an api_request checked against the schema cache (every name
+// found, quoted; every value a bound parameter) and rendered as ONE statement whose one row
+// carries the response (body built by Postgres as JSON or CSV, counts, headers the SQL set),
+// then shaped into the HTTP answer. docs/data-api.md, "How a request runs".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "awp/rest/error.hpp"
+#include "awp/rest/request.hpp"
+#include "awp/rest/schema.hpp"
+
+namespace awp::rest {
+
+/// The operator's settings of the dialect (API_REST_* options, docs/data-api.md).
+struct options {
+    std::optional<std::int64_t> max_rows = 1000;  ///< db-max-rows: no response holds more
+    bool tx_override = false;                     ///< honour Prefer: tx=commit|rollback
+    bool aggregates = true;                       ///< db-aggregates-enabled
+    bool plan = false;                            ///< db-plan-enabled: the EXPLAIN media types
+};
+
+/// One statement with its parameters in text format (nullopt = NULL).
+struct statement {
+    std::string sql;
+    std::vector<std::optional<std::string>> params;
+};
+
+/// A request ready to run. `main` returns one row with the columns of main_row.
+struct prepared {
+    api_request req;
+    statement main;
+    /// count=planned|estimated: EXPLAIN (FORMAT JSON) of the count, run before main.
+    std::optional<statement> planned_count;
+    /// The transaction's end depends on the answer (.single() on a mutation, max-affected,
+    /// tx=rollback): run main inside BEGIN and decide afterwards (respond's `commit`).
+    bool decide_after = false;
+    media_type out;            ///< the response's media type
+    std::string content_type;  ///< its Content-Type header value
+    // what respond() needs to shape the answer
+    bool single_object = false;  ///< vnd.pgrst.object: exactly one row or 406
+    bool returns_body = true;    ///< a body is wanted (not return=minimal/headers-only, not HEAD)
+    bool is_call = false;
+    bool call_scalar = false;
+    bool call_void = false;
+    bool call_single = false;  ///< a function returning one value or row (not SETOF)
+    bool mutation = false;
+    bool location = false;      ///< answer Location (insert with return=headers-only)
+    std::string location_base;  ///< "/<table>?"
+};
+
+/// The main statement's row.
+struct main_row {
+    std::optional<std::string> total;  ///< total_result_set (count=exact), else null
+    std::int64_t page_total = 0;       ///< rows in this response (before the single check)
+    std::string body;                  ///< the JSON (or CSV) body
+    std::optional<std::string> response_headers;  ///< response.headers GUC (JSON array)
+    std::optional<std::string> response_status;   ///< response.status GUC
+    std::optional<std::string> location;          ///< pk filter of the first inserted row
+};
+
+/// Checks `req` against the schema and renders its statement. Throws api_error (PGRST200-205,
+/// PGRST100 for what only the catalog can tell, 405 for a non-updatable view, ...).
+[[nodiscard]] prepared prepare(api_request req, const schema_cache& sc, const options& o);
+
+/// The HTTP answer to a request whose statement ran.
+struct outcome {
+    unsigned status = 200;
+    std::vector<std::pair<std::string, std::string>> headers;
+    std::string body;
+    /// Whether the transaction is committed (false: rolled back — tx=rollback).
+    bool commit = true;
+};
+
+/// Shapes the answer. Throws api_error when the result breaks the request's contract (406
+/// PGRST116 for .single() on 0 or 2+ rows, PGRST124 past max-affected): the caller then
+/// rolls back. `planned` is the planner's row estimate (count=planned|estimated).
+[[nodiscard]] outcome respond(const prepared& p, const main_row& row,
+                              std::optional<std::int64_t> planned, const options& o);
+
+/// The EXPLAIN (FORMAT JSON) output's top "Plan Rows".
+[[nodiscard]] std::optional<std::int64_t> planned_rows(std::string_view explain_json);
+
+}  // namespace awp::rest
