@@ -157,6 +157,7 @@ TEST_CASE("trust: every route against every kind of caller", "[api][trust]") {
         {"GET", "/api/workspaces", "", need::session_or_service},
         {"POST", "/api/workspaces/switch", R"({"workspaceId":")" + ws + "\"}",
          need::session_or_service},
+        {"GET", "/api/workspaces/switch?workspaceId=" + ws, "", need::session_or_service},
         {"POST", "/api/workspaces", "{}", need::operator_},
         {"POST", "/api/workspaces/validate", "{}", need::operator_},
     };
@@ -301,7 +302,7 @@ TEST_CASE("trust: cross-site state changes are refused on every state-changing r
     const auto op =
         "Bearer " + sign("authenticated", tenant_md(kDefaultTenant) + R"(,"awp_role":"operator")");
     const std::string add =
-        R"({"label":"Evil","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})";
+        R"({"label":"Evil","url":"http://127.0.0.1:9","databaseUrl":"postgresql://awp_api@127.0.0.1:9/x","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})";
     const std::vector<std::pair<std::string, std::string>> posts{
         {"/api/auth/login", R"({"email":"a@b.c","password":"x"})"},
         {"/api/auth/logout", ""},
