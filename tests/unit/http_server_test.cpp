@@ -182,7 +182,7 @@ TEST_CASE("server: a malformed %-escape in a ':name' segment is 400, a bad reque
 }
 
 TEST_CASE(
-    "server: paths and queries are decoded once; what is not text is 400 before any handler, "
+    "server: paths and queries are decoded once, and what is not text is 400 before any handler, "
     "on every route",
     "[http][server]") {
     server s(routes(), quiet());
