@@ -344,6 +344,7 @@ http::router gateway::routes() {
     // no ambient authority and the same-origin check does not apply (docs/security.md).
     http::route_options rest_body;
     rest_body.body_limit = cfg_.rest_body_limit;
+    rest_body.raw_query = true;  // PostgREST's own grammar reads it (PGRST100, not bad_query)
     const std::vector<std::string> rest_methods{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
     auto rest_handler = [this](request req) { return rest_request(std::move(req)); };
     r.add(rest_methods, "/rest/v1", rest_handler, rest_body);
