@@ -620,6 +620,16 @@ TEST_CASE("Prefer: handling=strict refuses what was not understood; the applied 
     CHECK(e.code() == "PGRST122");
     CHECK(e.message() == "Invalid preferences given with handling=strict");
     CHECK(e.details() == "Invalid preferences: anything");
+    // what the client sent is quoted, and never makes the body invalid JSON
+    auto bytes = refused([] {
+        parse_prefer({"handling=strict, max\x94"
+                      "affected=1"})
+            .check_strict();
+    });
+    CHECK(bytes.body() ==
+          "{\"code\":\"PGRST122\",\"details\":\"Invalid preferences: max\xEF\xBF\xBD"
+          "affected=1\",\"hint\":null,\"message\":\"Invalid preferences given with "
+          "handling=strict\"}");
     parse_prefer({"handling=lenient, anything"}).check_strict();  // no throw
     parse_prefer({"handling=strict, count=exact"}).check_strict();
 

@@ -178,6 +178,7 @@ void read_json_body(std::string_view body, bool is_call, api_request& out) {
         out.body.clear();
         return;
     }
+    if (body.empty()) invalid_body("Empty or invalid json");
     rapidjson::Document doc;
     try {
         doc = core::json::parse(body, {body.size() + 1, kMaxBodyDepth});

@@ -254,6 +254,34 @@ std::string to_utf8(std::u32string_view s) {
     return out;
 }
 
+std::string lenient_utf8(std::string_view bytes) {
+    std::u32string cps;
+    if (decode_utf8(bytes, cps)) return std::string(bytes);
+    std::string out;
+    std::size_t i = 0;
+    while (i < bytes.size()) {
+        const auto b = static_cast<unsigned char>(bytes[i]);
+        std::size_t n = 0;
+        if (b < 0x80) {
+            n = 1;
+        } else if (b >= 0xC2 && b <= 0xDF) {
+            n = 2;
+        } else if (b >= 0xE0 && b <= 0xEF) {
+            n = 3;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            n = 4;
+        }
+        if (n > 0 && i + n <= bytes.size() && decode_utf8(bytes.substr(i, n), cps)) {
+            out += bytes.substr(i, n);
+            i += n;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
 cursor scanner::step(cursor s) const noexcept {
     const char32_t c = in_[s.i];
     ++s.i;

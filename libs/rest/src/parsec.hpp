@@ -126,6 +126,8 @@ template <class T, class Q>
 /// UTF-8 to code points; false on an invalid sequence.
 [[nodiscard]] bool decode_utf8(std::string_view in, std::u32string& out);
 [[nodiscard]] std::string to_utf8(std::u32string_view s);
+/// decodeUtf8With lenientDecode: each byte that starts no valid sequence becomes U+FFFD.
+[[nodiscard]] std::string lenient_utf8(std::string_view bytes);
 
 /// The primitives over one input (tokenPrim, satisfy, string, eof, ...).
 class scanner {

@@ -106,30 +106,6 @@ private:
 
 // ---- resource, schema, action ---------------------------------------------------------------
 
-/// decodeUtf8With lenientDecode: each byte that starts no valid sequence becomes U+FFFD.
-std::string lenient_utf8(std::string_view bytes) {
-    std::u32string cps;
-    if (detail::decode_utf8(bytes, cps)) return std::string(bytes);
-    std::string out;
-    std::size_t i = 0;
-    while (i < bytes.size()) {
-        const auto b = static_cast<unsigned char>(bytes[i]);
-        const std::size_t n = b < 0x80                 ? 1
-                              : b >= 0xC2 && b <= 0xDF ? 2
-                              : b >= 0xE0 && b <= 0xEF ? 3
-                              : b >= 0xF0 && b <= 0xF4 ? 4
-                                                       : 0;
-        if (n > 0 && i + n <= bytes.size() && detail::decode_utf8(bytes.substr(i, n), cps)) {
-            out += bytes.substr(i, n);
-            i += n;
-        } else {
-            out += "\xEF\xBF\xBD";
-            ++i;
-        }
-    }
-    return out;
-}
-
 /// WAI's decodePathSegments: split on '/', each segment percent-decoded (leniently), UTF-8
 /// decoded leniently (U+FFFD for what is not).
 std::vector<std::string> path_segments(std::string_view path) {
@@ -155,7 +131,7 @@ std::vector<std::string> path_segments(std::string_view path) {
         if (bytes.find('\0') != std::string::npos) {
             throw api_error(404, "PGRST125", "Invalid path specified in request URL");
         }
-        return lenient_utf8(bytes);
+        return detail::lenient_utf8(bytes);
     };
     for (;;) {
         const auto slash = path.find('/');
@@ -167,7 +143,7 @@ std::vector<std::string> path_segments(std::string_view path) {
 }
 
 /// A header's text for a message: invalid UTF-8 replaced, so the JSON body stays valid.
-std::string printable(std::string_view v) { return lenient_utf8(v); }
+std::string printable(std::string_view v) { return detail::lenient_utf8(v); }
 
 enum class resource_kind { schema, relation, routine };
 
