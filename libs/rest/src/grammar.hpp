@@ -1,5 +1,6 @@
-// The query-string grammar's entry points inside awp::rest (grammar.cpp), one per parameter kind,
-// each named and failing as PostgREST's (PGRST100 with Parsec's position and wording).
+// The query-string grammar's entry points inside awp::rest (grammar.cpp; the rules in
+// grammar_rules.hpp), one per parameter kind, each named and failing as PostgREST's (PGRST100
+// with Parsec's position and wording).
 #pragma once
 
 #include <string>

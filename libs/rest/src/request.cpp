@@ -168,7 +168,7 @@ struct range_param {
 /// one level combined into [offset, offset + limit - 1].
 std::vector<range_param> range_params(const std::vector<detail::query_item>& items) {
     std::vector<std::string> order;
-    std::map<std::string, row_span> limits_, offsets;
+    std::map<std::string, row_span> limit_of, offset_of;
     for (const auto& it : items) {
         if (!it.value) continue;
         const auto w = last_word(it.key);
@@ -178,21 +178,21 @@ std::vector<range_param> range_params(const std::vector<detail::query_item>& ite
         if (w == "offset") key.replace(key.size() - 6, 6, "limit");
         if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
         if (w == "limit") {
-            limits_[key] = n ? row_span::all().restrict(*n) : row_span::all();
+            limit_of[key] = n ? row_span::all().restrict(*n) : row_span::all();
         } else {
-            offsets[key] = n ? row_span::geq(*n) : row_span::all();
+            offset_of[key] = n ? row_span::geq(*n) : row_span::all();
         }
     }
     std::vector<range_param> out;
     for (const auto& key : order) {
-        const auto l = limits_.find(key);
-        const auto o = offsets.find(key);
-        if (l != limits_.end() && o != offsets.end()) {
+        const auto l = limit_of.find(key);
+        const auto o = offset_of.find(key);
+        if (l != limit_of.end() && o != offset_of.end()) {
             const std::int64_t lim = l->second.limit().value_or(0);
             const std::int64_t off = o->second.lower;
             out.push_back({key, row_span{off, detail::sat_add(detail::sat_add(off, lim), -1)}});
         } else {
-            out.push_back({key, l != limits_.end() ? l->second : o->second});
+            out.push_back({key, l != limit_of.end() ? l->second : o->second});
         }
     }
     return out;
