@@ -301,7 +301,7 @@ struct api_request {
 /// Parses a request. Throws api_error (status and PGRST code as PostgREST answers: PGRST100
 /// for the grammar, PGRST103 for a range, PGRST106 for a schema, PGRST102 for a body, 405 for a
 /// method, 414 past max_query_bytes, ...). `schemas` are the exposed schemas, the first the
-/// default.
+/// default (none is the caller's bug: core::error).
 [[nodiscard]] api_request parse(const raw_request& in, const std::vector<std::string>& schemas,
                                 const limits& lim = {});
 
