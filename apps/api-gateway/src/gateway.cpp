@@ -240,7 +240,8 @@ void gateway::request_stop() { server_->stop(); }
 http::router gateway::routes() {
     http::router r;
     // Every state-changing method is refused cross-site here, once, before any handler runs
-    // (Origin / Sec-Fetch-Site); GET and HEAD change nothing (docs/security.md).
+    // (Origin / Sec-Fetch-Site); GET and HEAD change nothing (docs/security.md), except the
+    // spec's GET /api/workspaces/switch, which refuses a cross-site GET itself (registry.cpp).
     auto bind = [this](net::awaitable<response> (gateway::*fn)(request)) -> http::handler {
         return [this, fn](request req) {
             if (req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS") {
@@ -264,7 +265,8 @@ http::router gateway::routes() {
     r.add("GET", "/api/auth/session", bind(&gateway::whoami), small);
     r.add("GET", "/api/workspaces", bind(&gateway::workspaces_get), small);
     r.add("POST", "/api/workspaces", bind(&gateway::workspaces_post), json_body);
-    r.add("POST", "/api/workspaces/switch", bind(&gateway::workspaces_switch), json_body);
+    r.add(std::vector<std::string>{"GET", "POST"}, "/api/workspaces/switch",
+          bind(&gateway::workspaces_switch), json_body);
     r.add("POST", "/api/workspaces/validate", bind(&gateway::workspaces_validate), json_body);
     r.add("GET", "/api/agents/templates", bind(&gateway::templates), small);
     r.add("GET", "/api/agents/:slug/skills", bind(&gateway::skills_get), small);
