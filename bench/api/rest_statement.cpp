@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> schemas{argc > 8 ? argv[8] : "public"};
     try {
         auto c = awp::core::pg::connection::connect(dsn);
+        c.exec("SELECT set_config('search_path', '', false), set_config('jit', 'off', false)");
         auto r = c.exec(std::string(awp::rest::catalog_query()), {"{" + schemas[0] + "}"});
         auto cache = awp::rest::decode(r.text(0, 0), schemas);
         awp::rest::raw_request in;

@@ -82,6 +82,10 @@ net::awaitable<void> gateway::reload_schema(std::string why) {
     std::string failure;
     try {
         auto c = co_await pg::connection::async_connect(cfg_.database_url);
+        // Types and defaults outside pg_catalog come out schema-qualified (catalog_query); no JIT
+        // for a statement run once (its cost estimate made Postgres spend 3 s compiling it).
+        co_await c.async_exec(
+            "SELECT set_config('search_path', '', false), set_config('jit', 'off', false)");
         auto res = co_await c.async_query(std::string(rest::catalog_query()),
                                           text_array(cfg_.rest_schemas));
         if (res.empty() || res.is_null(0, 0))
@@ -233,7 +237,9 @@ net::awaitable<response> gateway::rest_request(request r) {
             pg::params mp;
             for (auto& v : prepared.main.params) mp.emplace_back(v);
             stmts.push_back({prepared.main.sql, std::move(mp)});
-            auto t = co_await db_->begin_own({setup.sql, std::move(sp)});
+            pg::connection::pipelined setup_stmt{setup.sql,
+                                                 std::move(sp)};  // a named local: GCC 12
+            auto t = co_await db_->begin_own(std::move(setup_stmt));
             auto results = co_await t.run(std::move(stmts), prepared.decide_after);
             const auto& main = results.back();
             rest::main_row row;

@@ -128,7 +128,7 @@ std::string body_expr(const prepared& p, bool scalar) {
         return "coalesce(string_agg(" + row + "::text, ''), '')";
     }
     if (p.single_object || (p.is_call && p.call_single)) {
-        return "coalesce(" + strip("json_agg(" + row + ")->0") + "::text, 'null')";
+        return "coalesce((" + strip("json_agg(" + row + ")->0") + ")::text, 'null')";
     }
     return "coalesce(" + strip("json_agg(" + row + ")") + ", '[]')::text";
 }
