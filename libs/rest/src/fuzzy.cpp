@@ -10,17 +10,19 @@ namespace awp::rest::detail {
 
 namespace {
 
-/// Lower case, only letters, digits, commas and spaces kept, padded with '-' (the fuzzy set's
-/// normalisation).
+/// Lower case, only word characters (letters, digits, '_'), commas and spaces kept (the fuzzy
+/// set's normalisation).
 std::string normalise(std::string_view s) {
-    std::string out = "-";
+    std::string out;
     for (unsigned char c : s) {
-        if (std::isalnum(c) || c == ',' || c == ' ' || c >= 0x80) {
+        if (std::isalnum(c) || c == '_' || c == ',' || c == ' ' || c >= 0x80) {
             out += static_cast<char>(std::tolower(c));
         }
     }
-    return out + "-";
+    return out;
 }
+
+std::string padded(const std::string& s) { return "-" + s + "-"; }
 
 std::map<std::string, int> grams(const std::string& s, std::size_t n) {
     std::map<std::string, int> g;
@@ -63,10 +65,10 @@ std::optional<std::string> fuzzy_best(const std::vector<std::string>& names, std
                                       double min_score) {
     const auto q = normalise(query);
     for (std::size_t n = 3; n >= 2; --n) {
-        const auto qg = grams(q, n);
+        const auto qg = grams(padded(q), n);
         std::vector<std::pair<double, const std::string*>> scored;
         for (const auto& name : names) {
-            const double s = cosine(qg, grams(normalise(name), n));
+            const double s = cosine(qg, grams(padded(normalise(name)), n));
             if (s > 0) scored.emplace_back(s, &name);
         }
         std::sort(scored.begin(), scored.end(),
@@ -76,12 +78,10 @@ std::optional<std::string> fuzzy_best(const std::vector<std::string>& names, std
         double best_score = -1;
         for (const auto& [s, name] : scored) {
             const auto a = normalise(*name);
-            const auto len = std::max(a.size(), q.size()) - 2;  // without the padding
+            const auto len = std::max(a.size(), q.size());
             const double lev =
                 len == 0 ? 1.0
-                         : 1.0 - static_cast<double>(levenshtein(a.substr(1, a.size() - 2),
-                                                                 q.substr(1, q.size() - 2))) /
-                                     static_cast<double>(len);
+                         : 1.0 - static_cast<double>(levenshtein(a, q)) / static_cast<double>(len);
             if (lev >= min_score && lev > best_score) {
                 best_score = lev;
                 best = *name;

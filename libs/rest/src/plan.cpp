@@ -111,13 +111,21 @@ level build(const schema_cache& sc, const qualified_name& from, const table* tbl
         k.agg_alias = from.name + "_" + k.out + "_" + std::to_string(kid_depth);
         k.join = it.join;
         k.rel = std::move(rel);
+        k.empty = it.children.empty();
         if (k.spread) {
-            if (!k.to_one()) {
-                throw api_error(400, "PGRST127", "Feature not implemented",
-                                "spreading a to-many embed ('" + it.relation +
-                                    "') is not supported by this server");
-            }
             expand_star(k);
+            if (k.to_one()) {
+                // Aggregates of a to-one spread are the parent's: the child hands the raw value.
+                for (auto& f : k.fields) f.hoisted = f.agg != aggregate::none;
+            } else {
+                for (const auto& f : k.fields) {
+                    if (f.agg != aggregate::none) {
+                        throw api_error(400, "PGRST127", "Feature not implemented",
+                                        "Aggregates are not implemented for one-to-many or "
+                                        "many-to-many spreads.");
+                    }
+                }
+            }
         }
         l.kids.push_back(std::move(k));
     }
@@ -235,6 +243,7 @@ std::string field_expr(const level& l, const field_plan& f, binder& b) {
         e = column_expr(l, f.column, f.path, b);
     }
     if (!f.cast_sql.empty() && !f.count_star) e = "CAST(" + e + " AS " + f.cast_sql + ")";
+    if (f.hoisted) return f.count_star ? std::string("1") : e;
     if (f.agg != aggregate::none) {
         std::string fn = agg_name(f.agg);
         for (auto& c : fn) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -491,17 +500,53 @@ void embed_parts(const level& k, const level& parent, binder& b, std::vector<std
     if (k.to_one()) {
         joins += std::string(inner ? " INNER" : " LEFT") + " JOIN LATERAL ( " + sub + " ) AS " +
                  agg + " ON TRUE";
+        if (k.empty) return;
         if (k.spread) {
-            for (const auto& f : k.fields) items.push_back(agg + "." + ident(field_out(f)));
-            for (const auto& kk : k.kids) items.push_back(agg + "." + ident(kk.out));
+            for (const auto& f : k.fields) {
+                const auto out = ident(field_out(f));
+                if (!f.hoisted) {
+                    items.push_back(agg + "." + out);
+                    continue;
+                }
+                std::string fn = agg_name(f.agg);
+                for (auto& c : fn)
+                    c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+                std::string e = fn + "(" + agg + "." + out + ")";
+                if (!f.agg_cast_sql.empty()) e = "CAST(" + e + " AS " + f.agg_cast_sql + ")";
+                items.push_back(e + " AS " + out);
+            }
+            for (const auto& kk : k.kids) {
+                if (!kk.empty) items.push_back(agg + "." + ident(kk.out));
+            }
         } else {
             items.push_back("row_to_json(" + agg + ".*)::jsonb AS " + ident(k.out));
         }
         return;
     }
+    std::string spread_cols;
+    if (k.spread) {
+        // A to-many spread: each of its fields becomes an array in the parent's object.
+        for (const auto& f : k.fields) {
+            const auto out = ident(field_out(f));
+            spread_cols += ", COALESCE(json_agg(" + agg + "." + out + "), '[]')::jsonb AS " + out;
+        }
+        for (const auto& kk : k.kids) {
+            if (kk.empty) continue;
+            const auto out = ident(kk.out);
+            spread_cols += ", COALESCE(json_agg(" + agg + "." + out + "), '[]')::jsonb AS " + out;
+        }
+    }
     joins += std::string(inner ? " INNER" : " LEFT") + " JOIN LATERAL ( SELECT json_agg(" + agg +
-             ")::jsonb AS " + agg + " FROM (" + sub + " ) AS " + agg + " ) AS " + agg + " ON " +
-             (inner ? agg + " IS NOT NULL" : std::string("TRUE"));
+             ")::jsonb AS " + agg + spread_cols + " FROM (" + sub + " ) AS " + agg + " ) AS " +
+             agg + " ON " + (inner ? agg + "." + agg + " IS NOT NULL" : std::string("TRUE"));
+    if (k.empty) return;
+    if (k.spread) {
+        for (const auto& f : k.fields) items.push_back(agg + "." + ident(field_out(f)));
+        for (const auto& kk : k.kids) {
+            if (!kk.empty) items.push_back(agg + "." + ident(kk.out));
+        }
+        return;
+    }
     items.push_back("COALESCE( " + agg + "." + agg + ", '[]') AS " + ident(k.out));
 }
 
@@ -511,7 +556,7 @@ std::string select_of(const level& l, const level* parent, binder& b) {
     bool aggregated = false;
     for (const auto& f : l.fields) {
         auto e = field_expr(l, f, b);
-        if (f.agg != aggregate::none) {
+        if (f.agg != aggregate::none && !f.hoisted) {
             aggregated = true;
         } else if (!f.alias.empty()) {
             groups.push_back(ident(f.alias));
@@ -524,13 +569,17 @@ std::string select_of(const level& l, const level* parent, binder& b) {
     std::string joins;
     for (const auto& k : l.kids) {
         embed_parts(k, l, b, items, joins);
+        if (k.empty) continue;
         if (k.spread) {
             for (const auto& f : k.fields) {
-                if (f.agg != aggregate::none) {
+                if (f.hoisted) {
                     aggregated = true;
                 } else {
                     groups.push_back(ident(k.agg_alias) + "." + ident(field_out(f)));
                 }
+            }
+            for (const auto& kk : k.kids) {
+                if (!kk.empty) groups.push_back(ident(k.agg_alias) + "." + ident(kk.out));
             }
         } else {
             groups.push_back(ident(k.out));

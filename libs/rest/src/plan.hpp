@@ -24,6 +24,8 @@ struct field_plan {
     aggregate agg = aggregate::none;
     std::string agg_cast_sql;
     std::string alias;  ///< the output name when it is not Postgres' own ("" = none)
+    /// In a to-one spread: the aggregate is applied by the parent over this raw value.
+    bool hoisted = false;
 };
 
 /// One level: the target (depth 0) or an embedded resource.
@@ -39,6 +41,7 @@ struct level {
     std::string agg_alias;            ///< the LATERAL subquery's alias
     join_type join = join_type::unspecified;
     bool spread = false;
+    bool empty = false;  ///< `rel()`: joined (for filters) but not in the output
     unsigned depth = 0;
     std::vector<field_plan> fields;
     std::vector<level> kids;

@@ -62,6 +62,8 @@ media_type negotiate(const prepared& p, const options& o) {
                 media_type j;
                 return j;
             }
+            case media::geojson:
+                return m;
             case media::plan:
                 if (o.plan) return m;
                 break;
@@ -96,6 +98,8 @@ std::string content_type_of(const media_type& m) {
             return "text/xml; charset=utf-8";
         case media::octet:
             return "application/octet-stream";
+        case media::geojson:
+            return "application/geo+json; charset=utf-8";
         case media::plan:
             return m.plan_text ? "application/vnd.pgrst.plan+text; charset=utf-8"
                                : "application/vnd.pgrst.plan+json; charset=utf-8";
@@ -120,6 +124,11 @@ std::string body_expr(const prepared& p, bool scalar) {
                "AS k FROM (SELECT row_to_json(hh) AS r FROM pgrst_source AS hh LIMIT 1) s) a) || "
                "E'\\n' || coalesce(string_agg(substring(_postgrest_t::text, 2, "
                "length(_postgrest_t::text) - 2), E'\\n'), '')";
+    }
+    if (p.out.kind == media::geojson) {
+        // PostGIS' ST_AsGeoJSON of each row (a database without PostGIS answers 42883).
+        return "json_build_object('type', 'FeatureCollection', 'features', "
+               "coalesce(json_agg(ST_AsGeoJSON(_postgrest_t)::json), '[]'))::text";
     }
     if (p.out.kind == media::text || p.out.kind == media::xml) {
         return "coalesce(string_agg(" + row + "::text, ''), '')";
@@ -469,7 +478,18 @@ void prepare_call(prepared& p, const schema_cache& sc, const options& o) {
         }
         return nullptr;
     };
-    if (match.single_unnamed) {
+    // One parameter without a name: the whole body is that argument (PostgREST's OnePosParam;
+    // a GET call passes its arguments as a JSON object).
+    const bool positional =
+        match.single_unnamed || (fn.params.size() == 1 && fn.params[0].name.empty());
+    if (positional && !post) {
+        std::string obj = "{";
+        for (std::size_t i = 0; i < r.rpc_args.size(); ++i) {
+            obj += (i ? "," : "") + detail::json_string(r.rpc_args[i].first) + ":" +
+                   detail::json_string(r.rpc_args[i].second);
+        }
+        args = b.bind(obj + "}") + "::" + fn.params.front().type;
+    } else if (positional) {
         const auto& fp = fn.params.front();
         args = b.bind(r.body_empty ? std::string() : r.body) + "::" + fp.type;
     } else if (post) {
@@ -630,10 +650,9 @@ prepared prepare(api_request req, const schema_cache& sc, const options& o) {
 }
 
 std::string search_path(const std::string& schema, const std::vector<std::string>& extra) {
+    // As PostgREST: the extra schemas follow even when the request's schema is among them.
     std::string out = ident(schema);
-    for (const auto& e : extra) {
-        if (e != schema) out += ", " + ident(e);
-    }
+    for (const auto& e : extra) out += ", " + ident(e);
     return out;
 }
 

@@ -725,8 +725,17 @@ std::shared_ptr<const schema_cache> decode(std::string_view json,
         sc->functions[fn.id].push_back(std::move(fn));
     }
     for (auto& [k, v] : sc->functions) {
+        // PostgREST's order of overloads: fewer parameters first, then by the parameters
+        // (name, type) — the order its PGRST203 message lists them in.
         std::stable_sort(v.begin(), v.end(), [](const function& a, const function& b) {
-            return a.params.size() < b.params.size();
+            if (a.params.size() != b.params.size()) return a.params.size() < b.params.size();
+            for (std::size_t i = 0; i < a.params.size(); ++i) {
+                const auto& x = a.params[i];
+                const auto& y = b.params[i];
+                if (x.name != y.name) return x.name < y.name;
+                if (x.type != y.type) return x.type < y.type;
+            }
+            return false;
         });
     }
     for (auto& r : rels) sc->relationships_of[r.table].push_back(std::move(r));

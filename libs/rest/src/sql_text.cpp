@@ -5,6 +5,7 @@
 #include <cctype>
 #include <utility>
 
+#include "awp/core/json.hpp"
 #include "awp/rest/error.hpp"
 
 namespace awp::rest::detail {
@@ -118,6 +119,12 @@ std::string sql_type(std::string_view cast) {
                         "the cast '" + std::string(cast) + "' is not a type name");
     }
     return ident(t);
+}
+
+std::string json_string(std::string_view s) {
+    core::json::writer w;
+    w.str(s);
+    return w.str();
 }
 
 std::string array_literal(const std::vector<std::string>& values) {

@@ -39,6 +39,9 @@ private:
 /// Postgres folds it). PGRST100 for anything that is not a type name.
 [[nodiscard]] std::string sql_type(std::string_view cast);
 
+/// A JSON string literal ("..." with escapes).
+[[nodiscard]] std::string json_string(std::string_view s);
+
 /// A Postgres array literal of `values` ({"a","b\"c"}), for `= ANY($n)`.
 [[nodiscard]] std::string array_literal(const std::vector<std::string>& values);
 
