@@ -2,7 +2,7 @@
 # The data API (/rest/v1) of awp-api-gateway beside Postgres alone running the statements the
 # gateway generates, in the same run:
 #   A. GET /rest/v1/agents?gateway_id=eq.<id>&order=name            (the spec's first pattern)
-#   B. GET /rest/v1/tasks?select=*,assignee_agent:agents!tasks_assignee_agent_id_fkey(id,name,slug)&status=in.(todo,in_progress,blocked)&order=created_at.desc&limit=50
+#   B. GET /rest/v1/tasks?select=*,assignee_agent:agents!${HINT:-tasks_assignee_agent_id_fkey}(id,name,slug)&status=in.(todo,in_progress,blocked)&order=created_at.desc&limit=50
 #      (an embedded read, the UI's own embed hint)
 # each at 10 and 100 connections (wrk -t2 --latency, a user token of tenant A, rows of two
 # tenants in the tables), p50/p99, and Postgres alone running exactly the gateway's setup and main
@@ -61,11 +61,11 @@ FROM gateways g, generate_series(1, $AGENTS) i WHERE g.slug IN ('gw-a', 'gw-b');
 INSERT INTO tasks (tenant_id, title, status, assignee_type, assignee_agent_id)
 SELECT a.tenant_id, 'Task ' || i, (ARRAY['todo','in_progress','blocked','done']::task_status[])[1 + i % 4],
        'agent', a.id
-FROM generate_series(1, $TASKS) i
+FROM (VALUES ('aaaaaaaa-0000-0000-0000-000000000001'::uuid),
+             ('bbbbbbbb-0000-0000-0000-000000000002'::uuid)) t(id)
+CROSS JOIN generate_series(1, $TASKS) i
 JOIN LATERAL (SELECT id, tenant_id FROM agents WHERE tenant_id = t.id ORDER BY slug
-              OFFSET (i % $AGENTS) LIMIT 1) a ON true
-CROSS JOIN (VALUES ('aaaaaaaa-0000-0000-0000-000000000001'::uuid),
-                   ('bbbbbbbb-0000-0000-0000-000000000002'::uuid)) t(id);
+              OFFSET (i % $AGENTS) LIMIT 1) a ON true;
 ANALYZE;
 SQL
 TENANT=aaaaaaaa-0000-0000-0000-000000000001
@@ -80,7 +80,7 @@ CLAIMS=$(printf '%s' "$TOKEN" | cut -d. -f2 | tr '_-' '/+' | base64 -d 2>/dev/nu
 
 QA_PATH=/agents; QA_QUERY="gateway_id=eq.$GW&order=name"
 QB_PATH=/tasks
-QB_QUERY="select=*,assignee_agent:agents!tasks_assignee_agent_id_fkey(id,name,slug)&status=in.(todo,in_progress,blocked)&order=created_at.desc&limit=50"
+QB_QUERY="select=*,assignee_agent:agents!${HINT:-tasks_assignee_agent_id_fkey}(id,name,slug)&status=in.(todo,in_progress,blocked)&order=created_at.desc&limit=50"
 
 rss_kb() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
