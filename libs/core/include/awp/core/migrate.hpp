@@ -19,7 +19,7 @@ namespace awp::core::migrate {
 /// The schema this awp brings and needs: the number of the last sql/NNNN file it ships (a
 /// database whose max(schema_migrations.version) sorts below it needs `awpctl migrate`).
 /// Held to the sql/ folder by a unit test: bump it with every new numbered migration.
-inline constexpr std::string_view schema_version = "0027";
+inline constexpr std::string_view schema_version = "0028";
 
 /// True when `applied` (max(version) of schema_migrations, e.g. "0023_gateway_credentials")
 /// is schema_version or newer.
@@ -61,7 +61,8 @@ std::vector<repeatable> list_repeatable(const std::filesystem::path& dir);
 /// are new or changed. Throws error, without applying anything, when a numbered file that was
 /// applied has changed since (migrations are forward-only) or an applied one is gone; a file
 /// that fails throws error naming the file, with Postgres' message (its transaction rolled back).
-/// awp's own folder (its last file is schema_version or newer) must have functions/.
+/// awp's own folder (its last file is schema_version or newer) must have functions/. A run that
+/// applied anything ends with NOTIFY pgrst, 'reload schema' (schema caches reload on it).
 report apply(pg::connection& conn, const std::filesystem::path& dir);
 
 /// The highest applied version, or "" on an empty database.
