@@ -53,10 +53,10 @@ struct gateway_config {
     std::size_t workspace_pools = 8;                 // API_WORKSPACE_POOLS: open at once
     double session_ttl_s = 8 * 3600;                 // API_SESSION_TTL
     // /auth/v1 (gotrue.cpp, docs/data-api-auth.md)
-    double jwt_expiry_s = 3600;  // API_JWT_EXPIRY: access tokens of /auth/v1 (GoTrue's)
+    double jwt_expiry_s = 3600;            // API_JWT_EXPIRY: access tokens of /auth/v1 (GoTrue's)
     double refresh_reuse_interval_s = 10;  // API_REFRESH_REUSE_INTERVAL (GoTrue's)
-    bool signup = false;         // API_SIGNUP: self-service POST /auth/v1/signup
-    std::string signup_tenant;   // API_SIGNUP_TENANT: the tenant new users join ("" none)
+    bool signup = false;                   // API_SIGNUP: self-service POST /auth/v1/signup
+    std::string signup_tenant;             // API_SIGNUP_TENANT: the tenant new users join ("" none)
     // GET /api/config's entry for the gateway's own database (issue 34)
     std::string workspace_id;                     // API_WORKSPACE_ID (else derived from JWT_SECRET)
     std::string workspace_label = "awp";          // API_WORKSPACE_LABEL
@@ -124,7 +124,9 @@ struct data_principal {
     std::string role = "anon";  ///< anon, authenticated or service_role
     /// The verified claims, handed to request.jwt.claims ({"role":"anon"} without a token).
     std::string claims_json = R"({"role":"anon"})";
-    bool has_jwt = false;    ///< a token was presented and verified (42501 is 403, else 401)
+    /// A verified token of a role other than anon: PostgREST's "authed" (App.hs), which makes
+    /// an insufficient privilege (42501) 403 rather than 401. The anon key is not authed.
+    bool has_jwt = false;
     std::string sub;         ///< the user (authenticated), "" otherwise
     std::string session_id;  ///< the /auth/v1 session the token belongs to ("" = none)
 };
