@@ -24,6 +24,7 @@
 #include "awp/http/message.hpp"
 #include "awp/http/outbound.hpp"
 #include "awp/http/server.hpp"
+#include "awp/rest/schema.hpp"
 
 namespace awp::api {
 
@@ -82,6 +83,19 @@ struct gateway_config {
     // tenant's behalf beyond the default policy (loopback and private networks are refused for
     // source connectors, anything but the agent's own host for DevTools).
     std::string outbound_allow;
+    // The data API (/rest/v1, rest.cpp; docs/data-api.md, "Settings").
+    std::vector<std::string> rest_schemas{"public"};  // API_REST_SCHEMAS: exposed, first default
+    std::vector<std::string> rest_extra_search_path{"public",
+                                                    "extensions"};  // API_REST_EXTRA_SEARCH_PATH
+    std::int64_t rest_max_rows = 1000;  // API_REST_MAX_ROWS (0 = no limit)
+    bool rest_tx_override = false;      // API_REST_TX_OVERRIDE: honour Prefer: tx=rollback
+    bool rest_aggregates = true;        // API_REST_AGGREGATES
+    bool rest_plan = false;             // API_REST_PLAN: the EXPLAIN media types
+    /// API_REST_STATEMENT_TIMEOUT: a request's statement_timeout unless its role sets one
+    /// (ALTER ROLE anon SET statement_timeout = ...).
+    std::string rest_statement_timeout = "30s";
+    std::size_t rest_body_limit = 1024 * 1024;  // API_REST_BODY_LIMIT bytes
+    double rest_schema_poll_s = 600;            // API_REST_SCHEMA_POLL: reload at least this often
     std::chrono::milliseconds drain_timeout{20'000};
 };
 
@@ -149,11 +163,6 @@ struct sign_in_result {
     bool verified = false;  ///< the password is this user's (who may still be disabled)
     app_user user;          ///< when verified
 };
-
-/// Adds the data API's CORS headers to an answer (/auth/v1, /rest/v1): like the hosted platform,
-/// any origin may read it (Access-Control-Allow-Origin: *, no credentials: these routes take a
-/// bearer token, never a cookie), with the headers the client library reads exposed.
-void add_data_api_cors(const request& r, response& res);
 
 /// The stable id of the gateway's own database as a workspace: API_WORKSPACE_ID, else a uuid
 /// derived from JWT_SECRET (HKDF), so it survives restarts without being stored.
@@ -250,6 +259,14 @@ public:
         }
         net::awaitable<pg::result> exec_and_commit(std::string sql, pg::params p);
         net::awaitable<void> commit();
+        /// Runs `statements` as the transaction's first ones, behind the setup, in one round
+        /// trip: one implicit transaction (committed at the Sync, rolled back by an error) when
+        /// `keep_open` is false; else after BEGIN, left open for commit() or rollback(). Returns
+        /// the statements' results (not the setup's).
+        net::awaitable<std::vector<pg::result>> run(
+            std::vector<pg::connection::pipelined> statements, bool keep_open);
+        /// Ends an open transaction without its changes.
+        net::awaitable<void> rollback();
 
     private:
         friend class db_pool;
@@ -273,6 +290,9 @@ public:
     /// registry_corrupt, 502 workspace_needs_database_url (a platform URL without its
     /// connection string), 502 database_unreachable or workspace_role_unsafe otherwise.
     net::awaitable<tx> begin(principal p);
+    /// A transaction on the gateway's own database whose setup is `setup` (the data API's role,
+    /// claims and settings: rest.cpp), sent with the first statements.
+    net::awaitable<tx> begin_own(pg::connection::pipelined setup);
 
     /// Closes the workspace pools whose workspace is not in `live` (id -> url) or whose url
     /// changed; `generation` is the registry snapshot's, so a caller can skip unchanged ones.
@@ -303,6 +323,7 @@ net::awaitable<std::string> rls_bypass_reason(pg::connection& c);
 
 class registry;
 class connector_registry;
+struct rest_state;
 struct workspace;
 
 /// An agent the caller can see under RLS and where it lives (files.cpp: locate_agent).
@@ -421,6 +442,11 @@ private:
     /// one session, "global" all, "others" all but it. Returns how many.
     net::awaitable<std::size_t> sign_out(std::string user_id, std::string session_id,
                                          std::string scope, std::string reason);
+    // rest.cpp: the data API (/rest/v1), its schema cache and its reloads
+    net::awaitable<response> rest_request(request r);
+    net::awaitable<std::shared_ptr<const rest::schema_cache>> schema_cache();
+    net::awaitable<void> reload_schema(std::string why);
+    void start_schema_listener();
 
     net::awaitable<bool> verify_password(std::string hash, std::string password);
     /// A password sign-in (/api/auth/login and /auth/v1/token): the limiter's reservation for
@@ -453,6 +479,7 @@ private:
     std::unique_ptr<registry> registry_;
     std::unique_ptr<connector_registry> connectors_;
     std::unique_ptr<http::server> server_;
+    std::unique_ptr<rest_state> rest_;
     net::thread_pool cpu_{2};  // Argon2id off the io threads
     login_limiter limiter_;
     std::mutex gateway_mu_;
@@ -474,6 +501,11 @@ private:
     std::string templates_json_ = "[]";
     std::string dummy_hash_;  // equalises login timing for unknown accounts
 };
+
+/// CORS of the data API's answers (/rest/v1 and /auth/v1: rest.cpp): like the hosted platform,
+/// any origin may read them (Access-Control-Allow-Origin: *, no credentials: these routes take
+/// a bearer token, never a cookie), with the headers the client library reads exposed.
+void add_data_api_cors(const request& r, response& res);
 
 /// Session cookie written by POST /api/auth/login.
 inline constexpr const char* kSessionCookie = "awp-auth-token";

@@ -288,15 +288,6 @@ long long unix_now() { return core::now_unix_ms() / 1000; }
 
 // ---- CORS -----------------------------------------------------------------------------------
 
-void add_data_api_cors(const request& r, response& res) {
-    if (!r.header.has("origin")) return;  // not a browser's cross-origin call
-    res.header.set("Access-Control-Allow-Origin", "*");
-    res.header.set("Access-Control-Expose-Headers",
-                   "Content-Encoding, Content-Location, Content-Range, Content-Type, Date, "
-                   "Location, Server, Transfer-Encoding, Range-Unit, Preference-Applied, "
-                   "Proxy-Status, Retry-After, X-Supabase-Api-Version");
-}
-
 net::awaitable<response> gateway::data_api_preflight(request r) {
     response res;
     res.status = 204;
