@@ -669,3 +669,49 @@ TEST_CASE("awpctl user add --no-tenant: a user who signs in to /auth/v1 and whom
     CHECK(login.status == 200);
     CHECK(login.body.find(R"("tenantId":null)") != std::string::npos);
 }
+
+TEST_CASE(
+    "the data API takes the anon key of /api/config as anon and an /auth/v1 session as its "
+    "user, and refuses the session once it signed out",
+    "[api][auth]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    const auto tenant =
+        admin
+            .exec("INSERT INTO tenants (name, slug) VALUES ('Rest', $1) RETURNING id::text",
+                  {awp::test::random_name("rest")})
+            .get<std::string>(0, 0);
+    admin.exec("INSERT INTO agents (tenant_id, name, slug) VALUES ($1, 'Scout', 'scout')",
+               {tenant});
+    const auto email = random_email("rest");
+    add_user(admin, email, "correct horse 1", tenant);
+    gateway_process gw(db.api_dsn());
+    const auto anon = str(parse(gw.get("/api/config").body)["workspace"], "anonKey");
+    // What supabase-js sends without a session: the anon key as apikey and bearer. anon has no
+    // privilege on awp's tables (PostgREST's 401 for the anon role).
+    http::headers as_anon;
+    as_anon.add("apikey", anon);
+    as_anon.add("Authorization", "Bearer " + anon);
+    auto refused = gw.get("/rest/v1/agents?select=slug", as_anon);
+    CHECK(refused.status == 401);
+    CHECK(str(parse(refused.body), "code") == "42501");
+
+    auto s = session_of(password_grant(gw, email, "correct horse 1"));
+    http::headers as_user;
+    as_user.add("apikey", anon);
+    as_user.add("Authorization", "Bearer " + s.access);
+    auto mine = gw.get("/rest/v1/agents?select=slug", as_user);
+    CHECK(mine.status == 200);
+    CHECK(mine.body == R"([{"slug":"scout"}])");
+
+    CHECK(gw.request("POST", "/auth/v1/logout?scope=local", client_headers(s.access)).status ==
+          204);
+    auto out = gw.get("/rest/v1/agents?select=slug", as_user);
+    CHECK(out.status == 401);
+    CHECK(str(parse(out.body), "code") == "PGRST303");
+    CHECK(out.header.get("www-authenticate").value_or("").find("invalid_token") !=
+          std::string::npos);
+    // A token that is not one: PostgREST's PGRST301.
+    as_user.set("Authorization", "Bearer not.a.jwt");
+    CHECK(str(parse(gw.get("/rest/v1/agents", as_user).body), "code") == "PGRST301");
+}
