@@ -6,17 +6,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
+#include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
 #include "awp/http/outbound.hpp"
 #include "connectors.hpp"
@@ -78,6 +82,37 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->envname("API_SESSION_TTL")
         ->check(CLI::Range(60.0, 31.0 * 24 * 3600))
         ->capture_default_str();
+    app.add_option("--jwt-expiry", c.jwt_expiry_s,
+                   "Seconds an access token of /auth/v1 lasts (its refresh token renews it)")
+        ->envname("API_JWT_EXPIRY")
+        ->check(CLI::Range(30.0, 7.0 * 24 * 3600))
+        ->capture_default_str();
+    app.add_option("--refresh-reuse-interval", c.refresh_reuse_interval_s,
+                   "Seconds a used refresh token still gets the token its first use gave (two "
+                   "tabs refreshing at once); a use after that signs the session out")
+        ->envname("API_REFRESH_REUSE_INTERVAL")
+        ->check(CLI::Range(0.0, 600.0))
+        ->capture_default_str();
+    app.add_option("--signup", c.signup,
+                   "Self-service sign-up on POST /auth/v1/signup (on/off; off: users are made by "
+                   "an operator, awpctl user add)")
+        ->envname("API_SIGNUP")
+        ->capture_default_str();
+    app.add_option("--signup-tenant", c.signup_tenant,
+                   "The tenant a self-service sign-up joins (a UUID; none when unset: such a "
+                   "user sees nothing of awp's tables)")
+        ->envname("API_SIGNUP_TENANT");
+    app.add_option("--workspace-id", c.workspace_id,
+                   "The id GET /api/config gives the gateway's own database (default: derived "
+                   "from JWT_SECRET, stable across restarts)")
+        ->envname("API_WORKSPACE_ID");
+    app.add_option("--workspace-label", c.workspace_label,
+                   "The label GET /api/config gives the gateway's own database")
+        ->envname("API_WORKSPACE_LABEL")
+        ->capture_default_str();
+    app.add_option("--workspace-emoji", c.workspace_emoji,
+                   "The emoji GET /api/config gives the gateway's own database")
+        ->envname("API_WORKSPACE_EMOJI");
     app.add_option("--cookie-secure", c.cookie_secure, "Mark session cookies Secure")
         ->envname("API_COOKIE_SECURE")
         ->capture_default_str();
@@ -229,6 +264,14 @@ void validate(gateway_config& c) {
         }
     }
     if (c.sources_redirect.empty()) c.sources_redirect = "/settings/sources";
+    if (!c.signup_tenant.empty() && !core::is_valid_uuid(c.signup_tenant)) {
+        throw core::config_error("API_SIGNUP_TENANT must be a tenant's UUID, got \"" +
+                                 c.signup_tenant + "\"");
+    }
+    if (!c.workspace_id.empty() && !core::is_valid_uuid(c.workspace_id)) {
+        throw core::config_error("API_WORKSPACE_ID must be a UUID, got \"" + c.workspace_id + "\"");
+    }
+    if (c.workspace_label.empty()) c.workspace_label = "awp";
     if (c.gateway_id.empty()) throw core::config_error("GATEWAY_ID must not be empty");
     if (!is_cdp_url(c.browser_cdp_url)) {
         throw core::config_error("API_BROWSER_CDP_URL must be http://host:port, got \"" +
@@ -286,10 +329,23 @@ unsigned short gateway::port() const { return server_->port(); }
 net::awaitable<void> gateway::run() {
     start_schema_listener();
     core::daemon::notify_ready();
+    // Signed-out sessions whose tokens may still be alive: refused from the start, not only
+    // those signed out since (in the background: a database that is down must not keep the
+    // gateway from serving what needs none).
+    auto loader = std::make_shared<std::atomic<bool>>(false);
+    net::co_spawn(ioc_, load_revoked_sessions(),
+                  [loader](const std::exception_ptr&) { *loader = true; });
     co_await server_->run();
+    // The loader holds a pooled connection while it runs: let it end before the pool goes.
+    net::steady_timer wait(ioc_);
+    for (int i = 0; i < 500 && !*loader; ++i) {
+        wait.expires_after(std::chrono::milliseconds(10));
+        co_await wait.async_wait(net::use_awaitable);
+    }
 }
 
 void gateway::request_stop() {
+    stopping_ = true;
     if (rest_ && rest_->listener) rest_->listener->stop();
     server_->stop();
 }
@@ -340,6 +396,26 @@ http::router gateway::routes() {
     r.add("POST", "/api/sources/validate", bind(&gateway::sources_validate), json_body);
     r.add("GET", "/api/sources/oauth/:provider/start", bind(&gateway::oauth_start), small);
     r.add("GET", "/api/sources/oauth/:provider/callback", bind(&gateway::oauth_callback), small);
+
+    // /auth/v1 (gotrue.cpp): bearer-token routes that read no cookie, so a cross-site request
+    // gains nothing a script could not do: no same-origin check; any origin may read the answers
+    // (CORS), as on the hosted platform. Errors in GoTrue's shape.
+    auto gotrue = [this](net::awaitable<response> (gateway::*fn)(request)) -> http::handler {
+        return [this, fn](request req) { return auth_v1(fn, std::move(req)); };
+    };
+    http::route_options auth_body;
+    auth_body.body_limit = 32 * 1024;  // credentials and at most 16 KiB of user metadata
+    r.add("POST", "/auth/v1/token", gotrue(&gateway::auth_token), auth_body);
+    r.add("POST", "/auth/v1/signup", gotrue(&gateway::auth_signup), auth_body);
+    r.add("GET", "/auth/v1/user", gotrue(&gateway::auth_user_get), small);
+    r.add("PUT", "/auth/v1/user", gotrue(&gateway::auth_user_put), auth_body);
+    r.add("POST", "/auth/v1/logout", gotrue(&gateway::auth_logout), auth_body);
+    r.add("GET", "/auth/v1/settings", gotrue(&gateway::auth_settings), small);
+    r.add("GET", "/auth/v1/health", gotrue(&gateway::auth_health), small);
+    r.add("GET", "/auth/v1/.well-known/jwks.json", gotrue(&gateway::auth_jwks), small);
+    r.add(
+        "OPTIONS", "/auth/v1/*path",
+        [this](request req) { return data_api_preflight(std::move(req)); }, small);
     // The data API: a bearer token (never a cookie) says who calls, so cross-site requests carry
     // no ambient authority and the same-origin check does not apply (docs/security.md).
     http::route_options rest_body;
@@ -358,30 +434,61 @@ net::awaitable<response> gateway::health(request) {
     co_return response::json(200, R"({"ok":true,"ts":")" + core::now_iso8601_utc() + "\"}");
 }
 
+std::string own_workspace_id(const gateway_config& c) {
+    if (!c.workspace_id.empty()) return c.workspace_id;
+    // HKDF of the secret: stable across restarts and hosts of one install, tells nothing of it.
+    const auto b = core::crypto::hkdf_sha256(c.jwt_secret, "awp-own-workspace-v1", "id", 16);
+    std::array<std::uint8_t, 16> bytes{};
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(b[i]);
+    bytes[6] = static_cast<std::uint8_t>((bytes[6] & 0x0fU) | 0x40U);  // version 4 (random-like)
+    bytes[8] = static_cast<std::uint8_t>((bytes[8] & 0x3fU) | 0x80U);  // RFC 4122 variant
+    return core::uuid(bytes).to_string();
+}
+
+std::string gateway::public_base_url(const request& r) const {
+    if (!cfg_.public_url.empty()) return cfg_.public_url;
+    auto host = r.header.get("host").value_or("");
+    const bool plain = !host.empty() && host.size() <= 255 &&
+                       host.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789.-:[]") == std::string_view::npos;
+    if (plain) return "http://" + std::string(host);
+    return "http://" + cfg_.bind + ":" + std::to_string(port());
+}
+
 net::awaitable<response> gateway::public_config(request r) {
-    // Public: what a sign-in page needs (the workspace a login would be for, its label and a
-    // platform's public anon key) and nothing of a database's connection details.
+    // Public: what a sign-in page and the client library need (the workspace a login would be
+    // for, its label, the data API's URL and anon key) and nothing of a database's connection
+    // details. Without a registered workspace that applies, the gateway's own database: it is a
+    // workspace too (issue 34), served at this origin (/rest/v1, /auth/v1).
     std::optional<workspace> ws;
     try {
         ws = login_workspace(r, std::nullopt);
     } catch (const registry_error&) {
         ws.reset();  // the registry's trouble is for operators (their routes say it)
     }
-    if (!ws) co_return response::json(200, R"({"workspace":null})");
     json_out o;
     o.w.StartObject();
     o.key("workspace");
     o.w.StartObject();
-    o.kv("workspaceId", ws->id);
-    o.kv("label", ws->label);
-    o.kv("emoji", ws->emoji);
-    o.key("url");
-    if (is_postgres_url(ws->url)) {
-        o.w.Null();
+    if (!ws) {
+        o.kv("workspaceId", own_workspace_id(cfg_));
+        o.kv("label", cfg_.workspace_label);
+        o.kv("emoji", cfg_.workspace_emoji);
+        o.kv("url", public_base_url(r));
+        o.kv("anonKey", core::crypto::anon_key(cfg_.jwt_secret));
     } else {
-        o.str(ws->url);
+        o.kv("workspaceId", ws->id);
+        o.kv("label", ws->label);
+        o.kv("emoji", ws->emoji);
+        o.key("url");
+        if (is_postgres_url(ws->url)) {
+            o.w.Null();
+        } else {
+            o.str(ws->url);
+        }
+        o.kv("anonKey", ws->anon_key);
     }
-    o.kv("anonKey", ws->anon_key);
     o.w.EndObject();
     o.w.EndObject();
     co_return response::json(200, o.str());

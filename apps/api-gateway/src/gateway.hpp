@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -52,11 +53,20 @@ struct gateway_config {
     std::size_t db_pool_size = 16;                   // API_DB_POOL (per database)
     std::size_t workspace_pools = 8;                 // API_WORKSPACE_POOLS: open at once
     double session_ttl_s = 8 * 3600;                 // API_SESSION_TTL
-    bool cookie_secure = false;                      // API_COOKIE_SECURE
-    bool hsts = false;                               // API_HSTS (behind a TLS proxy)
-    bool access_log = true;                          // API_ACCESS_LOG
-    std::vector<std::string> allowed_origins;        // API_ALLOWED_ORIGINS (comma list)
-    std::size_t upload_limit = 10 * 1024 * 1024;     // API_UPLOAD_LIMIT bytes
+    // /auth/v1 (gotrue.cpp, docs/data-api-auth.md)
+    double jwt_expiry_s = 3600;            // API_JWT_EXPIRY: access tokens of /auth/v1 (GoTrue's)
+    double refresh_reuse_interval_s = 10;  // API_REFRESH_REUSE_INTERVAL (GoTrue's)
+    bool signup = false;                   // API_SIGNUP: self-service POST /auth/v1/signup
+    std::string signup_tenant;             // API_SIGNUP_TENANT: the tenant new users join ("" none)
+    // GET /api/config's entry for the gateway's own database (issue 34)
+    std::string workspace_id;                     // API_WORKSPACE_ID (else derived from JWT_SECRET)
+    std::string workspace_label = "awp";          // API_WORKSPACE_LABEL
+    std::string workspace_emoji;                  // API_WORKSPACE_EMOJI
+    bool cookie_secure = false;                   // API_COOKIE_SECURE
+    bool hsts = false;                            // API_HSTS (behind a TLS proxy)
+    bool access_log = true;                       // API_ACCESS_LOG
+    std::vector<std::string> allowed_origins;     // API_ALLOWED_ORIGINS (comma list)
+    std::size_t upload_limit = 10 * 1024 * 1024;  // API_UPLOAD_LIMIT bytes
     std::string upload_spool_dir;  // API_UPLOAD_SPOOL_DIR: upload bodies on disk; "" = $TMPDIR/tmp
     int login_max_failures = 5;    // API_LOGIN_MAX_FAILURES
     double login_window_s = 900;   // API_LOGIN_WINDOW
@@ -105,6 +115,8 @@ struct principal {
     std::string tenant_id;
     std::string email;
     std::string jti;
+    std::string session_id;  // the /auth/v1 session of the token ("" = none)
+    std::string role;        // the token's role claim (service: "service_role")
     long long exp = 0;
     /// An operator may change the host's configuration (the workspace registry): the service
     /// role, or a user whose verified claims carry app_metadata.awp_role = "operator".
@@ -126,10 +138,35 @@ struct data_principal {
     std::string role = "anon";  ///< anon, authenticated or service_role
     /// The verified claims, handed to request.jwt.claims ({"role":"anon"} without a token).
     std::string claims_json = R"({"role":"anon"})";
-    bool has_jwt = false;    ///< a token was presented and verified (42501 is 403, else 401)
+    /// A verified token of a role other than anon: PostgREST's "authed" (App.hs), which makes
+    /// an insufficient privilege (42501) 403 rather than 401. The anon key is not authed.
+    bool has_jwt = false;
     std::string sub;         ///< the user (authenticated), "" otherwise
     std::string session_id;  ///< the /auth/v1 session the token belongs to ("" = none)
 };
+
+/// A login user (app_users) as the sign-in paths read it.
+struct app_user {
+    std::string id;
+    std::string tenant_id;  // "" = none (a self-service sign-up)
+    std::string email;
+    bool disabled = false;
+    bool is_operator = false;
+    std::string user_metadata = "{}";    // JSON object
+    std::string created_at, updated_at;  // RFC 3339, UTC
+    std::string last_sign_in_at;         // "" = never
+};
+
+/// The answer of one password check (gateway::sign_in).
+struct sign_in_result {
+    long retry_after = 0;   ///< > 0: refused by the limiter, nothing evaluated
+    bool verified = false;  ///< the password is this user's (who may still be disabled)
+    app_user user;          ///< when verified
+};
+
+/// The stable id of the gateway's own database as a workspace: API_WORKSPACE_ID, else a uuid
+/// derived from JWT_SECRET (HKDF), so it survives restarts without being stored.
+[[nodiscard]] std::string own_workspace_id(const gateway_config& c);
 
 /// Access tokens already verified (token text -> principal), so a session's next requests skip
 /// libjwt's decode, the HMAC and the claims parse. exp and nbf are checked on every hit (with
@@ -325,6 +362,9 @@ public:
     /// an invalid or expired token, PGRST303 bad claims, a signed-out session) with
     /// WWW-Authenticate.
     data_principal data_api_principal(const request& r) const;
+    /// Revokes /auth/v1 sessions in this process (id -> the last second their access tokens are
+    /// valid): their tokens are refused from now on, on /api and on the data API.
+    void revoke_sessions(const std::vector<std::pair<std::string, long long>>& sessions) const;
     /// Cross-site state-changing requests are refused (403). The router calls it for every
     /// method but GET, HEAD and OPTIONS (routes()).
     void check_same_origin(const request& r) const;
@@ -371,6 +411,37 @@ private:
     net::awaitable<response> sources_validate(request r);
     net::awaitable<response> oauth_start(request r);
     net::awaitable<response> oauth_callback(request r);
+    // gotrue.cpp: /auth/v1, the GoTrue subset the client library needs (docs/data-api-auth.md)
+    net::awaitable<response> auth_token(request r);
+    net::awaitable<response> auth_signup(request r);
+    net::awaitable<response> auth_user_get(request r);
+    net::awaitable<response> auth_user_put(request r);
+    net::awaitable<response> auth_logout(request r);
+    net::awaitable<response> auth_settings(request r);
+    net::awaitable<response> auth_health(request r);
+    net::awaitable<response> auth_jwks(request r);
+    net::awaitable<response> password_grant(request r);
+    net::awaitable<response> refresh_grant(request r);
+    /// A new /auth/v1 session of user `user_id` (its row, its first refresh token, the user's
+    /// last sign-in): the session's JSON as auth-js reads it.
+    net::awaitable<std::string> start_session(std::string user_id, request r);
+    /// An access token of session `session_id` for `u`, issued at `now` (claims in
+    /// docs/data-api-auth.md).
+    [[nodiscard]] std::string access_token(const app_user& u, const std::string& session_id,
+                                           long long auth_time, long long now,
+                                           const request& r) const;
+    /// Runs an /auth/v1 handler: any failure answered in GoTrue's error shape, CORS on every
+    /// answer.
+    net::awaitable<response> auth_v1(net::awaitable<response> (gateway::*fn)(request), request r);
+    /// OPTIONS on a data-API path (/auth/v1, /rest/v1): the CORS preflight.
+    net::awaitable<response> data_api_preflight(request r);
+    /// The sessions revoked in the database whose tokens may still be alive, into this
+    /// process's set (on start; retried while the database is unreachable).
+    net::awaitable<void> load_revoked_sessions();
+    /// Signs out sessions of `user_id` in the database and in this process: scope "local" the
+    /// one session, "global" all, "others" all but it. Returns how many.
+    net::awaitable<std::size_t> sign_out(std::string user_id, std::string session_id,
+                                         std::string scope, std::string reason);
     // rest.cpp: the data API (/rest/v1), its schema cache and its reloads
     net::awaitable<response> rest_request(request r);
     net::awaitable<std::shared_ptr<const rest::schema_cache>> schema_cache();
@@ -378,6 +449,15 @@ private:
     void start_schema_listener();
 
     net::awaitable<bool> verify_password(std::string hash, std::string password);
+    /// A password sign-in (/api/auth/login and /auth/v1/token): the limiter's reservation for
+    /// `account` from `remote`, the user's row from p's database, Argon2id on the cpu pool (a
+    /// dummy hash for an unknown account, so timing does not tell). A failure or a disabled
+    /// user counts against the limits.
+    net::awaitable<sign_in_result> sign_in(principal p, std::string account, std::string password,
+                                           std::string remote);
+    /// Argon2id hash of a new password on the cpu pool.
+    net::awaitable<std::string> hash_password(std::string password);
+    [[nodiscard]] bool is_revoked(const principal& p) const;
     std::optional<principal> token_principal(std::string_view token, bool& service_key) const;
     /// Sets p's database (auth.cpp): a user's from its session's workspace (401 when that
     /// workspace left the registry); the service role's from the awp_active_workspace cookie,
@@ -389,6 +469,9 @@ private:
     std::optional<workspace> login_workspace(const request& r,
                                              const std::optional<std::string>& wanted) const;
     void load_templates();
+    /// The gateway's public base URL: API_PUBLIC_URL, else http://<the request's Host> (a Host
+    /// that is not a plain host[:port] gives http://<bind>:<port>).
+    [[nodiscard]] std::string public_base_url(const request& r) const;
 
     net::io_context& ioc_;
     gateway_config cfg_;
@@ -409,12 +492,19 @@ private:
     std::map<std::string, std::chrono::steady_clock::time_point> validate_last_;  // rate limit
     mutable std::mutex revoked_mu_;
     std::map<std::string, long long> revoked_;  // jti → exp, logged-out sessions
+    // /auth/v1 sessions signed out → until when their access tokens could be alive
+    mutable std::map<std::string, long long> revoked_sessions_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> revocations_loaded_{false};
     mutable token_cache tokens_;
+    mutable token_cache data_tokens_;  // the data API's (other roles, another leeway)
     std::string templates_json_ = "[]";
     std::string dummy_hash_;  // equalises login timing for unknown accounts
 };
 
-/// CORS of the data API's answers (no cookies there: any origin may read them).
+/// CORS of the data API's answers (/rest/v1 and /auth/v1: rest.cpp): like the hosted platform,
+/// any origin may read them (Access-Control-Allow-Origin: *, no credentials: these routes take
+/// a bearer token, never a cookie), with the headers the client library reads exposed.
 void add_data_api_cors(const request& r, response& res);
 
 /// Session cookie written by POST /api/auth/login.

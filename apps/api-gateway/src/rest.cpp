@@ -73,7 +73,7 @@ void add_data_api_cors(const request& r, response& res) {
     res.header.set("Access-Control-Expose-Headers",
                    "Content-Encoding, Content-Location, Content-Range, Content-Type, Date, "
                    "Location, Server, Transfer-Encoding, Range-Unit, Content-Profile, "
-                   "Preference-Applied");
+                   "Preference-Applied, Proxy-Status, Retry-After, X-Supabase-Api-Version");
 }
 
 net::awaitable<void> gateway::reload_schema(std::string why) {
