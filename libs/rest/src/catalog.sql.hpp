@@ -83,53 +83,74 @@ view_rel_ids AS (
 fk_rel_ids AS (
   SELECT oid FROM rels UNION SELECT oid FROM view_rel_ids
 ),
+-- each exposed relation's columns, in one pass over pg_attribute (a subquery per relation
+-- makes the planner's estimate cross jit_above_cost: JIT then costs more than the query)
+columns_agg AS (
+  SELECT a.attrelid AS oid, json_agg(json_build_object(
+    'name', a.attname,
+    'type', tn.prefix || pg_catalog.format_type(a.atttypid, a.atttypmod),
+    'base_type', bn.prefix || pg_catalog.format_type(bn.elem, NULL),
+    'category', bn.category,
+    'is_array', bn.is_array,
+    'nullable', NOT (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
+    'default', CASE
+      WHEN a.attgenerated <> '' THEN NULL
+      -- an identity's sequence from pg_depend (pg_get_serial_sequence would need USAGE on the
+      -- schema)
+      WHEN a.attidentity <> '' THEN pg_catalog.format('nextval(%L::regclass)', seq.objid::regclass::text)
+      WHEN ad.adbin IS NOT NULL THEN pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
+      WHEN t.typtype = 'd' THEN pg_catalog.pg_get_expr(t.typdefaultbin, 0)
+    END,
+    'identity', a.attidentity,
+    'generated', a.attgenerated,
+    'position', a.attnum,
+    'description', cd.description
+  ) ORDER BY a.attnum) AS columns
+  FROM rels r
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped
+  JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+  JOIN type_names tn ON tn.oid = a.atttypid
+  LEFT JOIN domain_base db ON db.oid = a.atttypid
+  JOIN type_names bn ON bn.oid = coalesce(db.base, a.atttypid)
+  LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+  LEFT JOIN pg_catalog.pg_description cd
+    ON cd.objoid = a.attrelid AND cd.classoid = 'pg_catalog.pg_class'::regclass
+   AND cd.objsubid = a.attnum
+  LEFT JOIN pg_catalog.pg_depend seq
+    ON a.attidentity <> '' AND seq.classid = 'pg_catalog.pg_class'::regclass
+   AND seq.refclassid = 'pg_catalog.pg_class'::regclass AND seq.refobjid = a.attrelid
+   AND seq.refobjsubid = a.attnum AND seq.deptype = 'i'
+  GROUP BY a.attrelid
+),
+-- primary key columns by name, as PostgREST orders them
+pk_agg AS (
+  SELECT k.conrelid AS oid, json_agg(a.attname ORDER BY a.attname) AS pk
+  FROM rels r
+  JOIN pg_catalog.pg_constraint k ON k.conrelid = r.oid AND k.contype = 'p'
+  JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)
+  GROUP BY k.conrelid
+),
 tables_json AS (
   SELECT coalesce(json_agg(json_build_object(
     'schema', r.nspname,
     'name', r.relname,
     'kind', r.relkind,
-    'description', pg_catalog.obj_description(r.oid, 'pg_class'),
+    'description', td.description,
     'insertable', r.relkind IN ('r', 'p') OR (r.relkind IN ('v', 'f')
                   AND (pg_catalog.pg_relation_is_updatable(r.oid::regclass, true) & 8) = 8),
     'updatable', r.relkind IN ('r', 'p') OR (r.relkind IN ('v', 'f')
                  AND (pg_catalog.pg_relation_is_updatable(r.oid::regclass, true) & 4) = 4),
     'deletable', r.relkind IN ('r', 'p') OR (r.relkind IN ('v', 'f')
                  AND (pg_catalog.pg_relation_is_updatable(r.oid::regclass, true) & 16) = 16),
-    'pk', coalesce((
-      SELECT json_agg(a.attname ORDER BY a.attname)
-      FROM pg_catalog.pg_constraint k
-      JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = ANY (k.conkey)
-      WHERE k.conrelid = r.oid AND k.contype = 'p'), '[]'::json),
-    'columns', coalesce((
-      SELECT json_agg(json_build_object(
-        'name', a.attname,
-        'type', tn.prefix || pg_catalog.format_type(a.atttypid, a.atttypmod),
-        'base_type', bn.prefix || pg_catalog.format_type(bn.elem, NULL),
-        'category', bn.category,
-        'is_array', bn.is_array,
-        'nullable', NOT (a.attnotnull OR (t.typtype = 'd' AND t.typnotnull)),
-        'default', CASE
-          WHEN a.attgenerated <> '' THEN NULL
-          WHEN a.attidentity <> '' THEN pg_catalog.format('nextval(%L::regclass)',
-            pg_catalog.pg_get_serial_sequence(pg_catalog.quote_ident(r.nspname) || '.' ||
-                                              pg_catalog.quote_ident(r.relname), a.attname))
-          WHEN ad.adbin IS NOT NULL THEN pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
-          WHEN t.typtype = 'd' THEN pg_catalog.pg_get_expr(t.typdefaultbin, 0)
-        END,
-        'identity', a.attidentity,
-        'generated', a.attgenerated,
-        'position', a.attnum,
-        'description', pg_catalog.col_description(r.oid, a.attnum)
-      ) ORDER BY a.attnum)
-      FROM pg_catalog.pg_attribute a
-      JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
-      JOIN type_names tn ON tn.oid = a.atttypid
-      LEFT JOIN domain_base db ON db.oid = a.atttypid
-      JOIN type_names bn ON bn.oid = coalesce(db.base, a.atttypid)
-      LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
-      WHERE a.attrelid = r.oid AND a.attnum > 0 AND NOT a.attisdropped), '[]'::json)
+    'pk', coalesce(pk.pk, '[]'::json),
+    'columns', coalesce(ca.columns, '[]'::json)
   ) ORDER BY r.nspname, r.relname), '[]'::json) AS j
   FROM rels r
+  LEFT JOIN columns_agg ca ON ca.oid = r.oid
+  LEFT JOIN pk_agg pk ON pk.oid = r.oid
+  -- comments joined, not read through obj_description(): an SQL function per row is slow
+  LEFT JOIN pg_catalog.pg_description td
+    ON td.objoid = r.oid AND td.classoid = 'pg_catalog.pg_class'::regclass AND td.objsubid = 0
 ),
 fks_json AS (
   SELECT coalesce(json_agg(json_build_object(
@@ -184,12 +205,48 @@ view_rels_json AS (
   JOIN pg_catalog.pg_class c ON c.oid = v.oid
   JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 ),
+-- the IN, INOUT and VARIADIC parameters of the exposed schemas' functions; `callable` is
+-- PostgREST's rule: no unnamed parameter, or exactly one when the first is of a type a whole
+-- body can be
+fn_args AS (
+  SELECT p.oid,
+         json_agg(json_build_object(
+           'name', coalesce(x.name, ''),
+           'type', an.prefix || pg_catalog.format_type(x.type, NULL),
+           'base_type', an.prefix || pg_catalog.format_type(an.elem, NULL),
+           'cast_type', CASE x.type
+             WHEN 'pg_catalog.bit'::regtype THEN 'bit varying'
+             WHEN 'pg_catalog.bit[]'::regtype THEN 'bit varying[]'
+             WHEN 'pg_catalog.bpchar'::regtype THEN 'character varying'
+             WHEN 'pg_catalog.bpchar[]'::regtype THEN 'character varying[]'
+             ELSE an.prefix || pg_catalog.format_type(x.type, NULL) END,
+           'has_default', x.in_idx > p.pronargs - p.pronargdefaults,
+           'variadic', coalesce(x.mode = 'v', false)) ORDER BY x.idx) AS params,
+         CASE count(*) - count(x.name)
+           WHEN 0 THEN true
+           WHEN 1 THEN (array_agg(x.type ORDER BY x.idx))[1] IN (
+             'pg_catalog.bytea'::regtype, 'pg_catalog.json'::regtype,
+             'pg_catalog.jsonb'::regtype, 'pg_catalog.text'::regtype, 'pg_catalog.xml'::regtype)
+           ELSE false
+         END AS callable
+  FROM pg_catalog.pg_proc p
+  JOIN exposed n ON n.oid = p.pronamespace
+  CROSS JOIN LATERAL (
+    SELECT u.type, u.name, u.mode, u.idx, row_number() OVER (ORDER BY u.idx) AS in_idx
+    FROM unnest(coalesce(p.proallargtypes, p.proargtypes::oid[]), p.proargnames, p.proargmodes)
+         WITH ORDINALITY AS u(type, name, mode, idx)
+    WHERE coalesce(u.mode, 'i') IN ('i', 'b', 'v')
+  ) x
+  JOIN type_names an ON an.oid = x.type
+  WHERE p.prokind = 'f'
+  GROUP BY p.oid
+),
 functions_json AS (
   SELECT coalesce(json_agg(json_build_object(
     'schema', n.nspname,
     'name', p.proname,
     'oid', p.oid::bigint,
-    'description', pg_catalog.obj_description(p.oid, 'pg_proc'),
+    'description', pd.description,
     'params', coalesce(args.params, '[]'::json),
     'volatility', p.provolatile,
     'returns_set', p.proretset,
@@ -213,37 +270,9 @@ functions_json AS (
   JOIN type_names bn ON bn.oid = t.oid
   LEFT JOIN pg_catalog.pg_class comp ON comp.oid = t.typrelid
   LEFT JOIN pg_catalog.pg_namespace cns ON cns.oid = comp.relnamespace
-  -- the IN, INOUT and VARIADIC parameters; `callable` is PostgREST's rule: no unnamed
-  -- parameter, or exactly one when the first is of a type a whole body can be
-  LEFT JOIN LATERAL (
-    SELECT json_agg(json_build_object(
-             'name', coalesce(a.name, ''),
-             'type', an.prefix || pg_catalog.format_type(a.type, NULL),
-             'base_type', an.prefix || pg_catalog.format_type(an.elem, NULL),
-             'cast_type', CASE a.type
-               WHEN 'pg_catalog.bit'::regtype THEN 'bit varying'
-               WHEN 'pg_catalog.bit[]'::regtype THEN 'bit varying[]'
-               WHEN 'pg_catalog.bpchar'::regtype THEN 'character varying'
-               WHEN 'pg_catalog.bpchar[]'::regtype THEN 'character varying[]'
-               ELSE an.prefix || pg_catalog.format_type(a.type, NULL) END,
-             'has_default', a.in_idx > p.pronargs - p.pronargdefaults,
-             'variadic', coalesce(a.mode = 'v', false)) ORDER BY a.idx) AS params,
-           CASE count(*) - count(a.name)
-             WHEN 0 THEN true
-             WHEN 1 THEN (array_agg(a.type ORDER BY a.idx))[1] IN (
-               'pg_catalog.bytea'::regtype, 'pg_catalog.json'::regtype,
-               'pg_catalog.jsonb'::regtype, 'pg_catalog.text'::regtype,
-               'pg_catalog.xml'::regtype)
-             ELSE false
-           END AS callable
-    FROM (
-      SELECT x.type, x.name, x.mode, x.idx, row_number() OVER (ORDER BY x.idx) AS in_idx
-      FROM unnest(coalesce(p.proallargtypes, p.proargtypes::oid[]), p.proargnames, p.proargmodes)
-           WITH ORDINALITY AS x(type, name, mode, idx)
-      WHERE coalesce(x.mode, 'i') IN ('i', 'b', 'v')
-    ) a
-    JOIN type_names an ON an.oid = a.type
-  ) args ON true
+  LEFT JOIN pg_catalog.pg_description pd
+    ON pd.objoid = p.oid AND pd.classoid = 'pg_catalog.pg_proc'::regclass AND pd.objsubid = 0
+  LEFT JOIN fn_args args ON args.oid = p.oid
   WHERE p.prokind = 'f' AND t.oid <> 'pg_catalog.trigger'::regtype
     AND coalesce(args.callable, true)
 ),
