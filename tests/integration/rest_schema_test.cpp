@@ -113,6 +113,7 @@ CREATE FUNCTION rs_api.tasks_of(p_tenant int) RETURNS SETOF rs_api.tasks STABLE 
   AS 'SELECT * FROM rs_api.tasks WHERE tenant_id = p_tenant';
 CREATE FUNCTION rs_api.first_task(p_tenant int) RETURNS SETOF rs_api.tasks STABLE ROWS 1
   LANGUAGE sql AS 'SELECT * FROM rs_api.tasks WHERE tenant_id = p_tenant LIMIT 1';
+CREATE FUNCTION rs_api.many_rows() RETURNS SETOF int ROWS 2000000 LANGUAGE sql AS 'SELECT 1';
 CREATE TYPE rs_api.pair AS (x int, y text);
 CREATE FUNCTION rs_api.make_pair() RETURNS rs_api.pair LANGUAGE sql AS $$SELECT 1, 'a'$$;
 CREATE FUNCTION rs_api.table_fn(n int) RETURNS TABLE (k int, v text) LANGUAGE sql
@@ -420,6 +421,8 @@ TEST_CASE("the catalog statement describes a scratch schema to an unprivileged l
         CHECK(one("tasks_of").returns_table == tasks);
         CHECK_FALSE(one("tasks_of").single_row);
         CHECK(one("first_task").single_row);
+        CHECK(one("many_rows").returns_set);  // its estimate, 2e+06, is read as a number
+        CHECK_FALSE(one("many_rows").single_row);
         const auto& pair = one("make_pair");
         CHECK(pair.returns_composite);
         CHECK_FALSE(pair.returns_table.has_value());

@@ -259,7 +259,7 @@ functions_json AS (
                                           'name', coalesce(comp.relname, t.typname)),
     'returns_table', CASE WHEN comp.relkind IN ('r', 'v', 'm', 'f', 'p') THEN
       json_build_object('schema', cns.nspname, 'name', comp.relname) END,
-    'rows', p.prorows
+    'rows', p.prorows::float8
   ) ORDER BY n.nspname, p.proname, p.oid), '[]'::json) AS j
   FROM pg_catalog.pg_proc p
   JOIN exposed n ON n.oid = p.pronamespace
