@@ -421,7 +421,7 @@ TEST_CASE("the catalog statement describes a scratch schema to an unprivileged l
         CHECK(one("tasks_of").returns_table == tasks);
         CHECK_FALSE(one("tasks_of").single_row);
         CHECK(one("first_task").single_row);
-        CHECK(one("many_rows").returns_set);  // its estimate, 2e+06, is read as a number
+        CHECK(one("many_rows").returns_set);  // a float estimate (float4 prints 2e+06)
         CHECK_FALSE(one("many_rows").single_row);
         const auto& pair = one("make_pair");
         CHECK(pair.returns_composite);

@@ -454,7 +454,7 @@ function decode_function(const Value& f) {
     if (const auto& rt = member(f, "returns_table"); !rt.IsNull()) {
         out.returns_table = qname(rt, "schema", "name");
     }
-    // ROWS is a float4 estimate ("1e+06" past a million): read as a number, whatever its form
+    // ROWS is a float estimate (0.5, 1e+20 are valid): read as a number, whatever its form
     const auto& rows = member(f, "rows");
     if (!rows.IsNumber()) bad("rows", "a number");
     out.single_row = out.returns_set && rows.GetDouble() == 1.0;
