@@ -1,6 +1,7 @@
 // The HTTP request framing as awp-api-gateway reads it (Boost.Beast's parser with the server's
 // header limit and a body limit), then awp's own readers of a request: the query, cookies,
-// media type, percent-decoding, and the router's match.
+// media type, percent-decoding, the strict query decoding and the router's match (whose
+// parameters are always text).
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -49,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     req.path = req.target.substr(0, q);
     if (q != std::string::npos) req.query = req.target.substr(q + 1);
     for (const auto& f : hdr) req.header.add(std::string(f.name_string()), std::string(f.value()));
+    req.query_params = awp::http::decode_query(req.query).params;
     (void)req.query_param("workspaceId");
     (void)req.cookies();
     (void)req.cookie("awp-auth-token");
@@ -56,6 +58,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)awp::http::parse_query(req.query);
     (void)awp::http::percent_decode(req.path, true);
     auto m = routes().match(req.method, req.path);
-    (void)m;
+    // What the router hands on is text: every decoded parameter, whatever the input.
+    for (const auto& [k, v] : m.params) {
+        if (k != "path" && !awp::http::text_problem(v).empty()) __builtin_trap();
+    }
+    if (!m.bad_path.empty() && m.h != nullptr) __builtin_trap();
     return 0;
 }

@@ -55,6 +55,11 @@ table public.agent_commands (owner postgres), row level security forced, with (a
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column requested_by_operator boolean NOT NULL DEFAULT false
+  column completed_at timestamp with time zone GENERATED ALWAYS AS (
+CASE
+    WHEN (status = ANY (ARRAY['done'::public.command_status, 'failed'::public.command_status])) THEN finished_at
+    ELSE NULL::timestamp with time zone
+END) STORED
   constraint agent_commands_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint agent_commands_payload_is_object CHECK (jsonb_typeof(payload) = 'object'::text)
   constraint agent_commands_pkey PRIMARY KEY (id)
@@ -122,7 +127,11 @@ table public.agent_inbox_items (owner postgres), row level security, with (autov
   column last_wake_success_at timestamp with time zone
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column attempt_count integer NOT NULL DEFAULT 0
+  column context jsonb NOT NULL DEFAULT '{}'::jsonb
+  constraint agent_inbox_items_attempt_count_check CHECK (attempt_count >= 0)
   constraint agent_inbox_items_attempts_check CHECK (attempts >= 0)
+  constraint agent_inbox_items_context_check CHECK (jsonb_typeof(context) = 'object'::text)
   constraint agent_inbox_items_dedup_key_key UNIQUE (dedup_key)
   constraint agent_inbox_items_max_attempts_check CHECK (max_attempts >= 1)
   constraint agent_inbox_items_payload_check CHECK (jsonb_typeof(payload) = 'object'::text)
@@ -164,14 +173,21 @@ table public.agent_usage (owner postgres), row level security forced
   column cost_usd numeric(14,6) NOT NULL DEFAULT 0
   column meta jsonb NOT NULL DEFAULT '{}'::jsonb
   column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column provider text
+  column total_tokens bigint NOT NULL DEFAULT 0
+  column cost_total_usd numeric(14,6)
+  column occurred_at timestamp with time zone NOT NULL
   constraint agent_usage_input_tokens_check CHECK (input_tokens >= 0)
   constraint agent_usage_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint agent_usage_output_tokens_check CHECK (output_tokens >= 0)
   constraint agent_usage_pkey PRIMARY KEY (id)
   constraint agent_usage_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint agent_usage_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint agent_usage_total_tokens_check CHECK (total_tokens >= 0)
   CREATE INDEX agent_usage_agent_created_idx ON public.agent_usage USING btree (agent_id, created_at DESC)
+  CREATE INDEX agent_usage_agent_occurred_idx ON public.agent_usage USING btree (agent_id, occurred_at DESC)
   CREATE UNIQUE INDEX agent_usage_pkey ON public.agent_usage USING btree (id)
+  CREATE TRIGGER agent_usage_fields BEFORE INSERT OR UPDATE ON public.agent_usage FOR EACH ROW EXECUTE FUNCTION public.awp_agent_usage_fields()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -315,6 +331,7 @@ table public.contacts (owner postgres), row level security forced
   column archived_at timestamp with time zone
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column full_name text GENERATED ALWAYS AS (name) STORED
   constraint contacts_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint contacts_name_check CHECK (btrim(name) <> ''::text)
   constraint contacts_pkey PRIMARY KEY (id)
@@ -780,13 +797,19 @@ table public.source_connections (owner postgres), row level security forced
   column last_error text
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column sync_interval_hours integer NOT NULL DEFAULT 6
+  column next_sync_at timestamp with time zone
+  column last_verified_at timestamp with time zone
+  column error_message text GENERATED ALWAYS AS (last_error) STORED
   constraint source_connections_config_check CHECK (jsonb_typeof(config) = 'object'::text)
   constraint source_connections_pkey PRIMARY KEY (id)
   constraint source_connections_provider_check CHECK (btrim(provider) <> ''::text)
   constraint source_connections_status_check CHECK (status = ANY (ARRAY['active'::text, 'paused'::text, 'error'::text, 'revoked'::text]))
+  constraint source_connections_sync_interval_hours_check CHECK (sync_interval_hours >= 1)
   constraint source_connections_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint source_connections_tenant_id_key UNIQUE (tenant_id, id)
   constraint source_connections_tenant_id_secret_id_fkey FOREIGN KEY (tenant_id, secret_id) REFERENCES public.secrets(tenant_id, id) ON DELETE SET NULL (secret_id)
+  CREATE INDEX source_connections_next_sync_idx ON public.source_connections USING btree (tenant_id, next_sync_at) WHERE (status = 'active'::text)
   CREATE UNIQUE INDEX source_connections_pkey ON public.source_connections USING btree (id)
   CREATE UNIQUE INDEX source_connections_tenant_id_key ON public.source_connections USING btree (tenant_id, id)
   CREATE TRIGGER source_connections_updated_at BEFORE UPDATE ON public.source_connections FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
@@ -875,6 +898,7 @@ table public.tasks (owner postgres), row level security
   column archived_at timestamp with time zone
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column series_id uuid
   constraint tasks_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint tasks_not_own_parent CHECK (parent_id IS DISTINCT FROM id)
   constraint tasks_pkey PRIMARY KEY (id)
@@ -888,6 +912,7 @@ table public.tasks (owner postgres), row level security
   CREATE INDEX tasks_overdue_idx ON public.tasks USING btree (COALESCE(due_at, due_date)) WHERE ((status = ANY (ARRAY['todo'::public.task_status, 'in_progress'::public.task_status, 'blocked'::public.task_status])) AND (archived_at IS NULL))
   CREATE INDEX tasks_parent_idx ON public.tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL)
   CREATE UNIQUE INDEX tasks_pkey ON public.tasks USING btree (id)
+  CREATE INDEX tasks_series_idx ON public.tasks USING btree (series_id) WHERE (series_id IS NOT NULL)
   CREATE UNIQUE INDEX tasks_tenant_id_key ON public.tasks USING btree (tenant_id, id)
   CREATE TRIGGER tasks_before_write BEFORE INSERT OR UPDATE ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_tasks_before_write()
   CREATE TRIGGER tasks_blocker_resolved AFTER UPDATE OF status ON public.tasks FOR EACH ROW WHEN ((new.status = ANY (ARRAY['done'::public.task_status, 'cancelled'::public.task_status])) AND (old.status <> ALL (ARRAY['done'::public.task_status, 'cancelled'::public.task_status]))) EXECUTE FUNCTION public.awp_enqueue_blocker_resolved()
@@ -979,6 +1004,8 @@ table public.workspace (owner postgres), row level security forced
   column settings jsonb NOT NULL DEFAULT '{}'::jsonb
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column slug text
+  column initialized boolean NOT NULL DEFAULT false
   constraint workspace_label_check CHECK (btrim(label) <> ''::text)
   constraint workspace_pkey PRIMARY KEY (id)
   constraint workspace_service_role_key_encrypted_check CHECK (service_role_key_encrypted ~~ 'enc:v1:%'::text)
@@ -986,6 +1013,7 @@ table public.workspace (owner postgres), row level security forced
   constraint workspace_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   CREATE UNIQUE INDEX workspace_one_default ON public.workspace USING btree (tenant_id) WHERE is_default
   CREATE UNIQUE INDEX workspace_pkey ON public.workspace USING btree (id)
+  CREATE UNIQUE INDEX workspace_tenant_id_slug_key ON public.workspace USING btree (tenant_id, slug) WHERE (slug IS NOT NULL)
   CREATE TRIGGER workspace_updated_at BEFORE UPDATE ON public.workspace FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
@@ -995,6 +1023,9 @@ table public.workspace (owner postgres), row level security forced
 function public.agent_reports_chain(p_agent_id uuid, p_max_depth integer DEFAULT 5)
   returns TABLE(depth integer, agent_id uuid, slug text, name text), plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function public.awp_agent_usage_fields()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_agents_became_ready()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE

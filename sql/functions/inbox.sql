@@ -39,18 +39,39 @@ BEGIN
   IF NEW.dedup_key IS NULL OR btrim(NEW.dedup_key) = '' THEN
     RAISE EXCEPTION 'agent_inbox_items: dedup_key is required' USING ERRCODE = 'AW004';
   END IF;
+  -- The original product's names (sql/0029): attempt_count is attempts; context is the payload
+  -- as its UI shows it, with last_failure_reason while the item has failed. A writer of either
+  -- name (the original UI inserts a context) sets both.
+  IF NEW.attempts = 0 AND NEW.attempt_count IS DISTINCT FROM 0 THEN
+    NEW.attempts := NEW.attempt_count;
+  END IF;
+  NEW.attempt_count := NEW.attempts;
+  IF NEW.payload = '{}'::jsonb AND NEW.context IS DISTINCT FROM '{}'::jsonb THEN
+    NEW.payload := NEW.context - 'last_failure_reason';
+  END IF;
+  NEW.context := NEW.payload || CASE WHEN NEW.last_error IS NULL THEN '{}'::jsonb
+                                     ELSE jsonb_build_object('last_failure_reason', NEW.last_error) END;
   RETURN NEW;
 END
 $$;
 REVOKE ALL ON FUNCTION public.awp_inbox_before_insert() FROM PUBLIC, anon, authenticated;
 
 -- Re-driving a dead letter (dead_letter -> pending, by an operator) starts it afresh: attempts
--- back to 0 and no back-off left over, so it gets its full max_attempts again.
+-- back to 0 and no back-off left over, so it gets its full max_attempts again. attempt_count and
+-- context (the original's names, sql/0029) follow attempts and payload + last_error, whichever
+-- name an update sets.
 CREATE OR REPLACE FUNCTION public.awp_inbox_check_transition() RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = ''
 AS $$
 BEGIN
+  IF NEW.attempt_count IS DISTINCT FROM OLD.attempt_count
+     AND NEW.attempts IS NOT DISTINCT FROM OLD.attempts THEN
+    NEW.attempts := NEW.attempt_count;
+  END IF;
+  IF NEW.context IS DISTINCT FROM OLD.context AND NEW.payload IS NOT DISTINCT FROM OLD.payload THEN
+    NEW.payload := NEW.context - 'last_failure_reason';
+  END IF;
   IF NEW.status IS DISTINCT FROM OLD.status
      AND (OLD.status = 'done' OR (OLD.status = 'dead_letter' AND NEW.status <> 'pending')) THEN
     RAISE EXCEPTION 'inbox item %: illegal transition from % to %', OLD.id, OLD.status, NEW.status
@@ -62,6 +83,12 @@ BEGIN
   END IF;
   IF NEW.status <> 'leased' THEN
     NEW.lease_expires_at := NULL;
+  END IF;
+  NEW.attempt_count := NEW.attempts;
+  IF NEW.payload IS DISTINCT FROM OLD.payload OR NEW.last_error IS DISTINCT FROM OLD.last_error
+     OR NEW.context IS DISTINCT FROM OLD.context THEN
+    NEW.context := NEW.payload || CASE WHEN NEW.last_error IS NULL THEN '{}'::jsonb
+                                       ELSE jsonb_build_object('last_failure_reason', NEW.last_error) END;
   END IF;
   RETURN NEW;
 END

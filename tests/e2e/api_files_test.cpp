@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstring>
@@ -493,13 +494,17 @@ TEST_CASE(
     std::string long_path;
     for (int i = 0; i < 20; ++i) long_path += std::string(250, 'd') + "/";
     long_path += "f.txt";
+    const std::vector<std::string> not_utf8{"%FF%FE.txt", "bad%C0%AF.txt", "%ED%A0%80.txt"};
     for (const std::string& p :
          std::vector<std::string>{"%FF%FE.txt", "bad%C0%AF.txt", "%ED%A0%80.txt", "a%01b.txt",
                                   "tab%09.txt", "del%7F.txt", long_name, long_path}) {
         INFO(p.substr(0, 40) << " (" << p.size() << " bytes)");
         auto up = gw.request("POST", "/api/agents/bob/files?path=" + p, raw, "x");
         CHECK(up.status == 400);
-        CHECK(error_code(up) == "bad_path");
+        // Bytes that are not text never reach the handler: the server refuses the query (and
+        // the path below) when it decodes it; the rest is the files route's own check.
+        const bool text = std::find(not_utf8.begin(), not_utf8.end(), p) == not_utf8.end();
+        CHECK(error_code(up) == (text ? "bad_path" : "bad_query"));
         auto down = gw.get("/api/agents/bob/files/" + p, bearer(tok));
         CHECK(down.status == 400);
         CHECK(error_code(down) == "bad_path");

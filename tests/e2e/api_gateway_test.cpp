@@ -344,7 +344,7 @@ TEST_CASE("workspace registry: add, list without keys, switch, corrupt file repo
     gateway_process gw(db.api_dsn());
     auto h = json_bearer(operator_token(kDefaultTenant));
     const std::string main_body =
-        R"({"label":"Main","emoji":"🏠","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-SHOULD-NOT-LEAK-0123"})";
+        R"({"label":"Main","emoji":"🏠","url":"http://127.0.0.1:9","databaseUrl":"postgresql://awp_api@127.0.0.1:9/none","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-SHOULD-NOT-LEAK-0123"})";
     // Only an operator registers a workspace.
     auto refused =
         gw.request("POST", "/api/workspaces", json_bearer(user_token(kDefaultTenant)), main_body);
@@ -377,8 +377,11 @@ TEST_CASE("workspace registry: add, list without keys, switch, corrupt file repo
     auto sw = gw.request("POST", "/api/workspaces/switch", svc, R"({"workspaceId":")" + id + "\"}");
     CHECK(sw.status == 200);
     CHECK(sw.header.get("set-cookie").value_or("").find(id) != std::string::npos);
-    // No state change on GET.
-    CHECK(gw.get("/api/workspaces/switch?workspaceId=" + id, bearer(kServiceKey)).status == 405);
+    // GET, the spec's method, switches too (tests/e2e/api_registry_test.cpp: navigations and
+    // cross-site refusals).
+    auto get_sw = gw.get("/api/workspaces/switch?workspaceId=" + id, bearer(kServiceKey));
+    CHECK(get_sw.status == 200);
+    CHECK(get_sw.header.get("set-cookie").value_or("").find(id) != std::string::npos);
     // A session of another database cannot switch into this workspace.
     auto foreign =
         gw.request("POST", "/api/workspaces/switch", json_bearer(user_token(kDefaultTenant)),
@@ -395,7 +398,12 @@ TEST_CASE("workspace registry: add, list without keys, switch, corrupt file repo
         gw.request("POST", "/api/workspaces/validate", h,
                    R"({"url":"http://127.0.0.1:9","serviceRoleKey":"svc-key-0123456789abcdef"})");
     CHECK(val.status == 422);
-    CHECK(error_code(val) == "unreachable_or_rejected");
+    CHECK(error_code(val) == "needs_database_url");
+    auto val_dsn = gw.request(
+        "POST", "/api/workspaces/validate", h,
+        R"({"url":"http://127.0.0.1:9","databaseUrl":"postgresql://awp_api:x@127.0.0.1:9/none"})");
+    CHECK(val_dsn.status == 422);
+    CHECK(error_code(val_dsn) == "unreachable_or_rejected");
 
     { std::ofstream(gw.dir / "config" / "workspaces.json") << "{broken"; }
     auto corrupt = gw.get("/api/workspaces", bearer(user_token(kDefaultTenant)));
@@ -403,7 +411,7 @@ TEST_CASE("workspace registry: add, list without keys, switch, corrupt file repo
     CHECK(error_code(corrupt) == "registry_corrupt");
     auto add2 = gw.request(
         "POST", "/api/workspaces", h,
-        R"({"label":"B","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})");
+        R"({"label":"B","url":"postgresql://awp_api@127.0.0.1:9/none","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})");
     CHECK(add2.status == 500);
     std::ifstream in(gw.dir / "config" / "workspaces.json");
     std::string s;

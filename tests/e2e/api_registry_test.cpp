@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -94,6 +95,8 @@ public:
         return http::fetch_sync(std::move(r));
     }
     [[nodiscard]] std::string log() const { return proc_.log(); }
+    /// What a client sends as Host (and a page of the gateway as its Referer's authority).
+    [[nodiscard]] std::string host() const { return "127.0.0.1:" + std::to_string(port_); }
 
 private:
     unsigned short port_;
@@ -149,8 +152,16 @@ std::string error_code(const http::response& r) {
     return d["error"]["code"].GetString();
 }
 
-std::string add_body(const std::string& label, const std::string& url) {
+/// The body of POST /api/workspaces. A platform (http) URL needs its database's connection
+/// string: `database_url`, else one that is never connected to (the registry tests do not
+/// reach a database).
+std::string add_body(const std::string& label, const std::string& url,
+                     const std::optional<std::string>& database_url = std::nullopt) {
+    const bool platform = url.rfind("http", 0) == 0;
     return R"({"label":")" + label + R"(","url":")" + url +
+           (platform ? R"(","databaseUrl":")" +
+                           database_url.value_or("postgresql://awp_api@127.0.0.1:9/none")
+                     : std::string()) +
            R"(","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})";
 }
 
@@ -510,9 +521,8 @@ TEST_CASE("workspaces: a session is bound to its workspace's database, one pool 
     // A hosted platform URL (https, anon and service-role keys) is served through the
     // connection string the operator adds as databaseUrl; its url and keys stay what users see.
     {
-        auto body = add_body("Hosted", "https://abcdefghijklmnop.supabase.co");
-        body.insert(body.size() - 1,
-                    R"(,"databaseUrl":")" + awp::test::api_role_url(beta) + R"(")");
+        auto body = add_body("Hosted", "https://abcdefghijklmnop.supabase.co",
+                             awp::test::api_role_url(beta));
         auto r =
             gw.request("POST", "/api/workspaces", session(operator_token(kDefaultTenant)), body);
         REQUIRE(r.status == 201);
@@ -524,15 +534,33 @@ TEST_CASE("workspaces: a session is bound to its workspace's database, one pool 
         CHECK(seen.body.find("https://abcdefghijklmnop.supabase.co") != std::string::npos);
         CHECK(seen.body.find("databaseUrl") == std::string::npos);  // users never see it
         // A connection string that is not one, or one given for a DSN workspace: 422.
-        auto bad = add_body("Bad", "https://x.supabase.co");
-        bad.insert(bad.size() - 1, R"(,"databaseUrl":"https://x.supabase.co"})");
-        bad.pop_back();
+        auto bad = add_body("Bad", "https://x.supabase.co", "https://x.supabase.co");
         CHECK(gw.request("POST", "/api/workspaces", session(operator_token(kDefaultTenant)), bad)
                   .status == 422);
     }
-    // A platform URL registered without its connection string: database routes say what to
-    // add, others keep working.
-    const auto platform = add("Platform", "http://127.0.0.1:9");
+    // A platform URL in the registry without its connection string (written before the gateway
+    // refused to add one, or by hand): database routes say what to add, others keep working.
+    const auto platform = awp::core::uuid::generate_v4().to_string();
+    {
+        auto d = parse(read_file(config / "workspaces.json"));
+        rapidjson::Value entry(rapidjson::kObjectType);
+        auto& al = d.GetAllocator();
+        entry.AddMember("id", rapidjson::Value(platform.c_str(), al), al);
+        entry.AddMember("label", "Platform", al);
+        entry.AddMember("emoji", "x", al);
+        entry.AddMember("url", "http://127.0.0.1:9", al);
+        entry.AddMember("anonKey", "anon-key-0123456789abcdef", al);
+        entry.AddMember("isDefault", false, al);
+        entry.AddMember("createdAt", "2026-01-01T00:00:00Z", al);
+        d["workspaces"].PushBack(entry, al);
+        rapidjson::StringBuffer sb;
+        rapidjson::Writer<rapidjson::StringBuffer> w(sb);
+        d.Accept(w);
+        const auto tmp = config / "workspaces.json.edit";
+        { std::ofstream(tmp) << sb.GetString(); }
+        fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write);
+        fs::rename(tmp, config / "workspaces.json");
+    }
     const auto tp = user_token(kDefaultTenant, platform);
     auto unsupported = gw.request("GET", "/api/auth/session", session(tp));
     CHECK(unsupported.status == 502);
@@ -559,4 +587,152 @@ TEST_CASE("workspaces: a session is bound to its workspace's database, one pool 
     CHECK(unsafe.status == 502);
     CHECK(error_code(unsafe) == "workspace_role_unsafe");
     CHECK(unsafe.body.find("Beta") == std::string::npos);
+}
+
+TEST_CASE(
+    "workspaces: GET /api/workspaces/switch switches on a direct or same-site navigation, "
+    "answers a browser with a redirect, and refuses a GET from another site",
+    "[api][workspaces]") {
+    awp::test::scoped_database own;
+    temp_dir dir;
+    const auto config = dir.path / "config";
+    gateway gw(own.api_dsn(), config);
+    auto added = gw.request("POST", "/api/workspaces", session(operator_token(kDefaultTenant)),
+                            add_body("Alpha", awp::test::api_role_url(own)));
+    REQUIRE(added.status == 201);
+    const std::string a = parse(added.body)["id"].GetString();
+    const auto token = user_token(kDefaultTenant, a);
+    const std::string host = "127.0.0.1";
+    auto get = [&](const std::string& query,
+                   const std::vector<std::pair<std::string, std::string>>& extra) {
+        auto h = session(token);
+        for (const auto& [k, v] : extra) h.add(k, v);
+        return gw.request("GET", "/api/workspaces/switch" + query, h);
+    };
+    auto cookie_of = [](const http::response& r) {
+        return std::string(r.header.get("set-cookie").value_or(""));
+    };
+    const std::string q = "?workspaceId=" + a;
+
+    // A script (or curl) with the session: 200 JSON and the cookie, like POST.
+    auto direct = get(q, {});
+    REQUIRE(direct.status == 200);
+    CHECK(parse(direct.body)["workspaceId"].GetString() == a);
+    CHECK(cookie_of(direct).rfind("awp_active_workspace=" + a + ";", 0) == 0);
+    CHECK(direct.header.get("cache-control") == std::optional<std::string_view>("no-store"));
+
+    // A browser following a link on the gateway's own pages: 303 back to the page's section.
+    auto nav = get(q, {{"Sec-Fetch-Site", "same-origin"},
+                       {"Sec-Fetch-Mode", "navigate"},
+                       {"Referer", "http://" + gw.host() + "/dashboard/agents/sierra?tab=1"}});
+    REQUIRE(nav.status == 303);
+    CHECK(nav.header.get("location") == std::optional<std::string_view>("/dashboard/agents"));
+    CHECK(cookie_of(nav).rfind("awp_active_workspace=" + a + ";", 0) == 0);
+    // An address typed (no Referer, Sec-Fetch-Site: none): 303 to the root, or to ?next=.
+    auto typed = get(q, {{"Sec-Fetch-Site", "none"}, {"Sec-Fetch-Mode", "navigate"}});
+    REQUIRE(typed.status == 303);
+    CHECK(typed.header.get("location") == std::optional<std::string_view>("/"));
+    auto next = get(q + "&next=%2Fdashboard%2Ftasks%3Fview%3Dboard", {{"Sec-Fetch-Site", "none"}});
+    REQUIRE(next.status == 303);
+    CHECK(next.header.get("location") ==
+          std::optional<std::string_view>("/dashboard/tasks?view=board"));
+    // An older browser without Sec-Fetch headers, from the same origin.
+    auto old = get(q, {{"Accept", "text/html,application/xhtml+xml"},
+                       {"Referer", "http://" + gw.host() + "/settings"}});
+    CHECK(old.status == 303);
+    CHECK(old.header.get("location") == std::optional<std::string_view>("/settings"));
+
+    // From another site: refused before anything is set, whatever says so.
+    for (const auto& extra : std::vector<std::vector<std::pair<std::string, std::string>>>{
+             {{"Sec-Fetch-Site", "cross-site"}, {"Sec-Fetch-Mode", "navigate"}},
+             {{"Sec-Fetch-Site", "same-site"}},
+             {{"Origin", "https://evil.example"}},
+             {{"Referer", "https://evil.example/page"}},
+             {{"Referer", "http://" + host + ".evil.example/"}},
+             {{"Referer", "not a url"}},
+         }) {
+        INFO(extra.front().first << ": " << extra.front().second);
+        auto r = get(q, extra);
+        CHECK(r.status == 403);
+        CHECK(error_code(r) == "cross_site");
+        CHECK(cookie_of(r).empty());
+    }
+    // next must stay on this site; makeDefault is for POST.
+    for (const std::string bad : {"https://evil.example/", "//evil.example/x", "/\\evil.example",
+                                  "dashboard", "/a\r\nSet-Cookie: x=1"}) {
+        INFO(bad);
+        auto r = get(q + "&next=" + http::percent_encode(bad), {});
+        CHECK(r.status == 422);
+        CHECK(cookie_of(r).empty());
+    }
+    CHECK(get(q + "&makeDefault=true", {}).status == 422);
+    // The checks POST has: a session of that workspace, a registered workspace.
+    auto other =
+        gw.request("GET", "/api/workspaces/switch" + q, session(user_token(kDefaultTenant)));
+    CHECK(other.status == 403);
+    CHECK(error_code(other) == "workspace_session_required");
+    CHECK(gw.request("GET", "/api/workspaces/switch" + q).status == 401);
+    CHECK(get("?workspaceId=" + awp::core::uuid::generate_v4().to_string(), {}).status == 404);
+    CHECK(get("?workspaceId=nope", {}).status == 422);
+    // POST stays as it was.
+    CHECK(gw.request("POST", "/api/workspaces/switch", session(token),
+                     R"({"workspaceId":")" + a + "\"}")
+              .status == 200);
+}
+
+TEST_CASE(
+    "workspaces: a hosted platform URL without its connection string is refused up front with "
+    "where the platform shows it, by validate and by add alike",
+    "[api][workspaces]") {
+    awp::test::scoped_database own;
+    temp_dir dir;
+    const auto config = dir.path / "config";
+    gateway gw(own.api_dsn(), config);
+    const auto op = session(operator_token(kDefaultTenant));
+    const std::string keys =
+        R"("anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0")";
+    auto body = [&](const std::string& url, const std::string& extra = {}) {
+        return R"({"label":"Hosted","url":")" + url + R"(",)" + keys + extra + "}";
+    };
+    struct platform {
+        std::string url;
+        std::string where;  // a piece of the answer's "where"
+    };
+    for (const auto& p : std::vector<platform>{
+             {"https://abcdefghijklmnop.supabase.co", "db.abcdefghijklmnop.supabase.co:5432"},
+             {"http://127.0.0.1:54321", "supabase status"},
+             {"https://db.example.com", "database settings"},
+         }) {
+        INFO(p.url);
+        auto v = gw.request("POST", "/api/workspaces/validate", op, body(p.url));
+        REQUIRE(v.status == 422);
+        auto d = parse(v.body);
+        CHECK_FALSE(d["ok"].GetBool());
+        CHECK(std::string(d["error"]["code"].GetString()) == "needs_database_url");
+        CHECK(std::string(d["error"]["field"].GetString()) == "databaseUrl");
+        CHECK(std::string(d["error"]["where"].GetString()).find(p.where) != std::string::npos);
+        CHECK(std::string(d["error"]["message"].GetString()).find("databaseUrl") !=
+              std::string::npos);
+        CHECK(v.body.find("unsupported") == std::string::npos);
+        // Adding it is refused with the same error, and nothing is registered.
+        auto add = gw.request("POST", "/api/workspaces", op, body(p.url));
+        REQUIRE(add.status == 422);
+        auto e = parse(add.body);
+        CHECK(std::string(e["error"]["code"].GetString()) == "needs_database_url");
+        CHECK(std::string(e["error"]["message"].GetString()) ==
+              std::string(d["error"]["message"].GetString()));
+        CHECK_FALSE(fs::exists(config / "workspaces.json"));
+    }
+    // With its connection string the database is validated, and the workspace is added and
+    // served (here the api role of the gateway's own database stands in for the platform's).
+    const auto with_dsn = body("https://abcdefghijklmnop.supabase.co",
+                               R"(,"databaseUrl":")" + awp::test::api_role_url(own) + "\"");
+    auto v = gw.request("POST", "/api/workspaces/validate", op, with_dsn);
+    INFO(v.body);
+    CHECK(v.status == 200);
+    auto add = gw.request("POST", "/api/workspaces", op, with_dsn);
+    REQUIRE(add.status == 201);
+    const std::string id = parse(add.body)["id"].GetString();
+    CHECK(gw.request("GET", "/api/auth/session", session(user_token(kDefaultTenant, id))).status ==
+          200);
 }

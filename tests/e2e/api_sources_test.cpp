@@ -441,6 +441,16 @@ TEST_CASE(
     CHECK(conn.get<std::string>(0, 4) == "Fake Workspace");
     CHECK(conn.get<std::string>(0, 6) == "http_json");
     CHECK(conn.get<std::string>(0, 7) == fake.base() + "/api");
+    // The original UI's sync fields (sql/0029): credentials just confirmed, a first sync due now.
+    auto recent = [&](const char* column) {
+        return admin
+            .exec(std::string("SELECT ") + column +
+                  " BETWEEN now() - interval '1 minute' AND now() FROM source_connections")
+            .get<bool>(0, 0);
+    };
+    CHECK(recent("last_verified_at"));
+    CHECK(recent("next_sync_at"));
+    CHECK(admin.exec("SELECT sync_interval_hours FROM source_connections").get<int>(0, 0) == 6);
     const auto gateway_id = conn.get<std::string>(0, 8);
     CHECK(
         gateway_id ==
@@ -513,14 +523,19 @@ TEST_CASE(
     CHECK(b404.status == 404);
     CHECK(error_code(b404) == "provider_not_found");
 
-    // validate through the stored connection.
+    // validate through the stored connection: the credentials were confirmed just now.
+    admin.exec(
+        "UPDATE source_connections SET last_verified_at = '2020-01-01', next_sync_at = "
+        "'2020-01-01'");
     auto v =
         gw.post_json("/api/sources/validate", token, R"({"connection_id":")" + conn_id + R"("})");
     CHECK(v.status == 200);
     CHECK(v.body == R"({"ok":true,"provider":"http_json","account":"Fake Co"})");
+    CHECK(recent("last_verified_at"));
+    CHECK_FALSE(recent("next_sync_at"));  // validation syncs nothing
 
     // Reconnect (start with connection_id): the same row gets the new token; writable kept.
-    admin.exec("UPDATE source_connections SET writable = true");
+    admin.exec("UPDATE source_connections SET writable = true, last_verified_at = '2020-01-01'");
     auto again = start_flow(gw, token, "?connection_id=" + conn_id);
     REQUIRE(again.start.status == 302);
     REQUIRE(!approve(again).empty());
@@ -536,6 +551,8 @@ TEST_CASE(
     REQUIRE(row2.size() == 1);
     CHECK(crypto::decrypt_secret(row2.get<std::string>(0, 0), kServiceKey) == access2);
     CHECK(row2.get<bool>(0, 1));
+    CHECK(recent("last_verified_at"));
+    CHECK(recent("next_sync_at"));  // new credentials: a sync is due now
 
     // No token, code, verifier or client secret in the daemon's log.
     const auto logs = gw.logs();

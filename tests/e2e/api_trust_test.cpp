@@ -157,6 +157,7 @@ TEST_CASE("trust: every route against every kind of caller", "[api][trust]") {
         {"GET", "/api/workspaces", "", need::session_or_service},
         {"POST", "/api/workspaces/switch", R"({"workspaceId":")" + ws + "\"}",
          need::session_or_service},
+        {"GET", "/api/workspaces/switch?workspaceId=" + ws, "", need::session_or_service},
         {"POST", "/api/workspaces", "{}", need::operator_},
         {"POST", "/api/workspaces/validate", "{}", need::operator_},
     };
@@ -229,6 +230,54 @@ TEST_CASE("trust: every route against every kind of caller", "[api][trust]") {
             ++answers;
         }
     }
+    // Malformed path segments and queries on every route, from a caller it accepts: each path
+    // and query is decoded once, before any handler, and what does not decode to text (invalid
+    // or overlong UTF-8, a surrogate, NUL, a malformed escape, an overlong segment) is 400
+    // bad_path or bad_query saying so, never a 500 from a handler that got it (issue 34).
+    const std::vector<std::string> bad_segments{
+        "%FF%FE", "%C0%AE%C0%AE", "%ED%A0%80", "a%00b", "%zz", "x%", std::string(2000, 'a')};
+    const std::vector<std::string> bad_queries{"x=%FF%FE", "x=%zz", "%C0%AF=1", "x=a%00b",
+                                               "x=%F4%90%80%80"};
+    for (const auto& r : routes) {
+        const caller& c = callers[r.who == need::service ? 7 : 6];
+        const auto q = r.path.find('?');
+        const std::string path = r.path.substr(0, q);
+        const std::string query = q == std::string::npos ? "" : r.path.substr(q + 1);
+        const auto type = r.body.empty() ? std::string() : std::string("application/json");
+        for (const auto& seg : bad_segments) {
+            // In the agent's slug where the route has one, else one segment more.
+            auto bad = path;
+            if (auto at = bad.find("/nobody"); at != std::string::npos) {
+                bad.replace(at + 1, 6, seg);
+            } else {
+                bad += "/" + seg;
+            }
+            if (!query.empty()) bad += "?" + query;
+            INFO(r.method << " " << bad.substr(0, 80));
+            auto res = gw.request(r.method, bad, with(c.authorization, type), r.body);
+            CHECK(res.status == 400);
+            CHECK(error_code(res) == "bad_path");
+            CHECK(res.body.find("path segment") != std::string::npos);
+            ++answers;
+        }
+        for (const auto& bq : bad_queries) {
+            const auto bad = path + "?" + (query.empty() ? "" : query + "&") + bq;
+            INFO(r.method << " " << bad);
+            auto res = gw.request(r.method, bad, with(c.authorization, type), r.body);
+            CHECK(res.status == 400);
+            CHECK(error_code(res) == "bad_query");
+            CHECK(res.body.find("query parameter") != std::string::npos);
+            ++answers;
+        }
+    }
+    // The issue's own example, as an ordinary user: 400 that says why, not 500 internal.
+    {
+        auto res = gw.request("GET", "/api/agents/%FF%FE/files", with(callers[5].authorization));
+        CHECK(res.status == 400);
+        CHECK(error_code(res) == "bad_path");
+        CHECK(res.body.find("path segment 3 is not UTF-8") != std::string::npos);
+    }
+
     // Malformed paths, queries and headers on the GET routes.
     const std::string op = callers[6].authorization;
     for (const std::string& path : std::vector<std::string>{
@@ -301,7 +350,7 @@ TEST_CASE("trust: cross-site state changes are refused on every state-changing r
     const auto op =
         "Bearer " + sign("authenticated", tenant_md(kDefaultTenant) + R"(,"awp_role":"operator")");
     const std::string add =
-        R"({"label":"Evil","url":"http://127.0.0.1:9","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})";
+        R"({"label":"Evil","url":"http://127.0.0.1:9","databaseUrl":"postgresql://awp_api@127.0.0.1:9/x","anonKey":"anon-key-0123456789abcdef","serviceRoleKey":"svc-key-0123456789abcdef0"})";
     const std::vector<std::pair<std::string, std::string>> posts{
         {"/api/auth/login", R"({"email":"a@b.c","password":"x"})"},
         {"/api/auth/logout", ""},

@@ -40,19 +40,61 @@ TEST_CASE("cookies: pairs split on semicolons, trimmed, quotes removed, first on
     CHECK(http::request{}.cookies().empty());
 }
 
-TEST_CASE("query: percent-decoded, '+' is a space, first wins, bad escapes dropped",
-          "[http][message]") {
+TEST_CASE("form bodies: percent-decoded, '+' is a space, bad escapes dropped", "[http][message]") {
     auto q = http::parse_query("a=1&b=x+y%2Bz&&c&a=2&bad=%zz&d=%E2%9C%93&e=");
     std::vector<std::pair<std::string, std::string>> expect = {
         {"a", "1"}, {"b", "x y+z"}, {"c", ""}, {"a", "2"}, {"d", "\xE2\x9C\x93"}, {"e", ""}};
     CHECK(q == expect);
+}
+
+TEST_CASE("query: decoded once and strictly, first wins, the refusal names the parameter",
+          "[http][message]") {
+    auto q = http::decode_query("a=1&b=x+y%2Bz&&c&a=2&d=%E2%9C%93&e=");
+    CHECK(q.error.empty());
+    std::vector<std::pair<std::string, std::string>> expect = {
+        {"a", "1"}, {"b", "x y+z"}, {"c", ""}, {"a", "2"}, {"d", "\xE2\x9C\x93"}, {"e", ""}};
+    CHECK(q.params == expect);
 
     http::request r;
-    r.query = "workspaceId=abc%2Ddef&workspaceId=other&path=a%2Fb";
+    r.query_params =
+        http::decode_query("workspaceId=abc%2Ddef&workspaceId=other&path=a%2Fb").params;
     CHECK(r.query_param("workspaceId") == "abc-def");
     CHECK(r.query_param("path") == "a/b");
     CHECK_FALSE(r.query_param("nope").has_value());
     CHECK_FALSE(http::request{}.query_param("a").has_value());
+
+    // What a handler could not use is refused, never dropped or passed on.
+    struct bad {
+        const char* query;
+        const char* error;
+    };
+    for (const auto& b : std::vector<bad>{
+             {"a=1&bad=%zz", "query parameter 2 has a malformed %-escape"},
+             {"x=%4", "query parameter 1 has a malformed %-escape"},
+             {"%zz=1", "query parameter 1 has a malformed %-escape"},
+             {"a=1&x=%FF%FE", "query parameter 2 (x) is not UTF-8"},
+             {"x=\xff", "query parameter 1 (x) is not UTF-8"},
+             {"x=%C0%AE", "query parameter 1 (x) is not UTF-8"},        // overlong '.'
+             {"x=%ED%A0%80", "query parameter 1 (x) is not UTF-8"},     // a surrogate
+             {"x=%F4%90%80%80", "query parameter 1 (x) is not UTF-8"},  // above U+10FFFF
+             {"x=a%00b", "query parameter 1 (x) holds a NUL byte"},
+             {"%FF=1", "query parameter 1's name is not UTF-8"},
+         }) {
+        INFO(b.query);
+        auto d = http::decode_query(b.query);
+        CHECK(d.error == b.error);
+    }
+    // A long name is not repeated back.
+    auto long_name = http::decode_query(std::string(100, 'n') + "=%FF");
+    CHECK(long_name.error == "query parameter 1 is not UTF-8");
+}
+
+TEST_CASE("text_problem: UTF-8 without NUL is text", "[http][message]") {
+    CHECK(http::text_problem("").empty());
+    CHECK(http::text_problem("caf\xC3\xA9 \xF0\x9F\x98\x80").empty());
+    CHECK(http::text_problem("\xFF") == "is not UTF-8");
+    CHECK(http::text_problem("\xC0\xAF") == "is not UTF-8");  // overlong '/'
+    CHECK(http::text_problem(std::string_view("a\0b", 3)) == "holds a NUL byte");
 }
 
 TEST_CASE("percent escapes: malformed ones are refused, encoding keeps unreserved only",

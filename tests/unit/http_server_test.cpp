@@ -53,6 +53,15 @@ net::awaitable<http::response> h_crash(http::request) {
     co_return http::response{};
 }
 
+/// The decoded query as "k=v;" pairs, and the raw query, in headers.
+net::awaitable<http::response> h_query(http::request r) {
+    std::string pairs;
+    for (const auto& [k, v] : r.query_params) pairs += k + "=" + v + ";";
+    auto res = http::response::bytes(200, "text/plain", pairs);
+    res.header.add("X-Raw-Query", r.query);
+    co_return res;
+}
+
 net::awaitable<http::response> h_slow(http::request) {
     net::steady_timer t(co_await net::this_coro::executor);
     t.expires_after(milliseconds(400));
@@ -71,6 +80,10 @@ http::router routes() {
     r.add("GET", "/refuse", h_refuse);
     r.add("GET", "/crash", h_crash);
     r.add("GET", "/slow", h_slow);
+    r.add("GET", "/query", h_query);
+    http::route_options raw_query;
+    raw_query.raw_query = true;
+    r.add("GET", "/raw/*rest", h_query, raw_query);
     return r;
 }
 
@@ -155,6 +168,7 @@ TEST_CASE("server: a malformed %-escape in a ':name' segment is 400, a bad reque
         REQUIRE(a);
         CHECK(a->status == 400);
         CHECK(error_code(*a) == "bad_path");
+        CHECK(a->body.find("path segment 2 has a malformed %-escape") != std::string::npos);
     }
     {
         raw c(s.port());
@@ -165,6 +179,55 @@ TEST_CASE("server: a malformed %-escape in a ':name' segment is 400, a bad reque
         CHECK(error_code(*a) == "bad_request");
         CHECK(c.closed_within(milliseconds(2000)));
     }
+}
+
+TEST_CASE(
+    "server: paths and queries are decoded once, and what is not text is 400 before any handler, "
+    "on every route",
+    "[http][server]") {
+    server s(routes(), quiet());
+    raw c(s.port());
+    auto ask = [&](const std::string& target) {
+        REQUIRE(c.send(get(target)));
+        auto a = c.read();
+        REQUIRE(a);
+        return *a;
+    };
+    // Invalid UTF-8 in a ':name' segment, in a tail, on a path no route has, on a route that
+    // takes no parameter at all: 400 bad_path that says which segment and why.
+    for (const std::string target :
+         {"/echo/%FF%FE", "/raw/a/%C0%AE", "/nowhere/%FF", "/hello/%00", "/%E2%82"}) {
+        INFO(target);
+        auto a = ask(target);
+        CHECK(a.status == 400);
+        CHECK(error_code(a) == "bad_path");
+        CHECK(a.body.find("path segment") != std::string::npos);
+    }
+    auto long_seg = ask("/echo/" + std::string(2000, 'a'));
+    CHECK(long_seg.status == 400);
+    CHECK(long_seg.body.find("longer than 1024 bytes") != std::string::npos);
+
+    // The query of every route is decoded once for its handler...
+    auto q = ask("/query?a=1&b=x+y%2Bz&c=%E2%9C%93");
+    CHECK(q.status == 200);
+    CHECK(q.body == "a=1;b=x y+z;c=\xE2\x9C\x93;");
+    // ...and one that does not decode to text never reaches a handler, even one that ignores it.
+    for (const std::string target :
+         {"/query?a=%zz", "/query?a=%FF", "/hello?x=%00", "/cached?%C0%AF"}) {
+        INFO(target);
+        auto a = ask(target);
+        CHECK(a.status == 400);
+        CHECK(error_code(a) == "bad_query");
+        CHECK(a.body.find("query parameter 1") != std::string::npos);
+    }
+    // A raw_query route gets the query as sent and decodes it itself; its path is still checked
+    // and its tail handed on encoded.
+    auto r = ask("/raw/a%20b/c?select=a,b&name=like.100%&x=%FF");
+    CHECK(r.status == 200);
+    CHECK(r.body.empty());
+    CHECK(r.has_header("x-raw-query: select=a,b&name=like.100%&x=%ff"));  // head is lower-cased
+    // The connection is still good after every refusal.
+    CHECK(ask("/hello").status == 200);
 }
 
 TEST_CASE("server: bodies over the route's limit are 413 before they are read", "[http][server]") {

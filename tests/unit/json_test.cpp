@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <string_view>
 
 #include "awp/core/json.hpp"
 
@@ -15,6 +16,12 @@ TEST_CASE("json::parse reads values and refuses anything after them", "[json]") 
     CHECK_THROWS_WITH(json::parse("{} {}"), Catch::Contains("offset 3"));
     CHECK_THROWS_WITH(json::parse(""), Catch::Contains("offset 0"));
     CHECK_THROWS_WITH(json::parse(R"({"a":})"), Catch::Contains("offset 5"));
+}
+
+TEST_CASE("json::parse refuses an empty view that has no data pointer", "[json]") {
+    // std::string_view{} has data() == nullptr: memchr must not see it (UB under UBSan)
+    CHECK_THROWS_AS(json::parse(std::string_view{}), json::parse_error);
+    CHECK_FALSE(json::try_parse(std::string_view{}).has_value());
 }
 
 TEST_CASE("json::parse refuses nesting beyond the limit without recursing", "[json]") {

@@ -22,6 +22,7 @@
 #include "connectors.hpp"
 #include "json.hpp"
 #include "registry.hpp"
+#include "rest_state.hpp"
 
 namespace awp::api {
 
@@ -139,6 +140,46 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->envname("API_BROWSER_TIMEOUT")
         ->check(CLI::Range(0.1, 600.0))
         ->capture_default_str();
+    app.add_option("--rest-schemas", c.rest_schemas,
+                   "Schemas the data API (/rest/v1) exposes, the first the default")
+        ->envname("API_REST_SCHEMAS")
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--rest-extra-search-path", c.rest_extra_search_path,
+                   "Schemas after the exposed one in a data-API request's search_path")
+        ->envname("API_REST_EXTRA_SEARCH_PATH")
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--rest-max-rows", c.rest_max_rows,
+                   "Most rows one data-API response holds (0 = no limit)")
+        ->envname("API_REST_MAX_ROWS")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+        ->capture_default_str();
+    app.add_option("--rest-tx-override", c.rest_tx_override,
+                   "Honour Prefer: tx=commit|rollback on the data API")
+        ->envname("API_REST_TX_OVERRIDE")
+        ->capture_default_str();
+    app.add_option("--rest-aggregates", c.rest_aggregates,
+                   "Allow aggregate functions (count(), sum() ...) in the data API's select")
+        ->envname("API_REST_AGGREGATES")
+        ->capture_default_str();
+    app.add_option("--rest-plan", c.rest_plan,
+                   "Answer the EXPLAIN media type (application/vnd.pgrst.plan) on the data API")
+        ->envname("API_REST_PLAN")
+        ->capture_default_str();
+    app.add_option("--rest-statement-timeout", c.rest_statement_timeout,
+                   "statement_timeout of a data-API request unless its role sets its own")
+        ->envname("API_REST_STATEMENT_TIMEOUT")
+        ->capture_default_str();
+    app.add_option("--rest-body-limit", c.rest_body_limit, "Largest data-API request body, bytes")
+        ->envname("API_REST_BODY_LIMIT")
+        ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30))
+        ->capture_default_str();
+    app.add_option("--rest-schema-poll", c.rest_schema_poll_s,
+                   "Seconds between schema-cache reloads besides NOTIFY pgrst")
+        ->envname("API_REST_SCHEMA_POLL")
+        ->check(CLI::Range(1.0, 86400.0))
+        ->capture_default_str();
     app.add_option("--outbound-allow", c.outbound_allow,
                    "Comma list of CIDRs, addresses or host names (each optionally :port) the "
                    "gateway may reach for tenants besides public addresses (connectors) and the "
@@ -194,6 +235,17 @@ void validate(gateway_config& c) {
                                  c.browser_cdp_url + "\"");
     }
     (void)http::outbound_policy(c.outbound_allow, {});  // config_error naming a bad entry
+    if (c.rest_schemas.empty()) throw core::config_error("API_REST_SCHEMAS must name a schema");
+    for (const auto& sch : c.rest_schemas) {
+        if (sch.empty() || sch.size() > 63) {
+            throw core::config_error("API_REST_SCHEMAS: \"" + sch + "\" is not a schema name");
+        }
+    }
+    for (const char ch : c.rest_statement_timeout) {
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != ' ' && ch != '.') {
+            throw core::config_error("API_REST_STATEMENT_TIMEOUT must be a duration like 30s");
+        }
+    }
     if (c.threads == 0)
         c.threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
@@ -222,6 +274,7 @@ gateway::gateway(net::io_context& ioc, gateway_config cfg)
     o.name = "awp-api-gateway";
     o.hsts = cfg_.hsts;
     o.access_log = cfg_.access_log;
+    rest_ = std::make_unique<rest_state>();
     server_ = std::make_unique<http::server>(ioc_, routes(), o);
 }
 
@@ -231,16 +284,21 @@ void gateway::listen() { server_->listen(); }
 unsigned short gateway::port() const { return server_->port(); }
 
 net::awaitable<void> gateway::run() {
+    start_schema_listener();
     core::daemon::notify_ready();
     co_await server_->run();
 }
 
-void gateway::request_stop() { server_->stop(); }
+void gateway::request_stop() {
+    if (rest_ && rest_->listener) rest_->listener->stop();
+    server_->stop();
+}
 
 http::router gateway::routes() {
     http::router r;
     // Every state-changing method is refused cross-site here, once, before any handler runs
-    // (Origin / Sec-Fetch-Site); GET and HEAD change nothing (docs/security.md).
+    // (Origin / Sec-Fetch-Site); GET and HEAD change nothing (docs/security.md), except the
+    // spec's GET /api/workspaces/switch, which refuses a cross-site GET itself (registry.cpp).
     auto bind = [this](net::awaitable<response> (gateway::*fn)(request)) -> http::handler {
         return [this, fn](request req) {
             if (req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS") {
@@ -264,7 +322,8 @@ http::router gateway::routes() {
     r.add("GET", "/api/auth/session", bind(&gateway::whoami), small);
     r.add("GET", "/api/workspaces", bind(&gateway::workspaces_get), small);
     r.add("POST", "/api/workspaces", bind(&gateway::workspaces_post), json_body);
-    r.add("POST", "/api/workspaces/switch", bind(&gateway::workspaces_switch), json_body);
+    r.add(std::vector<std::string>{"GET", "POST"}, "/api/workspaces/switch",
+          bind(&gateway::workspaces_switch), json_body);
     r.add("POST", "/api/workspaces/validate", bind(&gateway::workspaces_validate), json_body);
     r.add("GET", "/api/agents/templates", bind(&gateway::templates), small);
     r.add("GET", "/api/agents/:slug/skills", bind(&gateway::skills_get), small);
@@ -281,6 +340,15 @@ http::router gateway::routes() {
     r.add("POST", "/api/sources/validate", bind(&gateway::sources_validate), json_body);
     r.add("GET", "/api/sources/oauth/:provider/start", bind(&gateway::oauth_start), small);
     r.add("GET", "/api/sources/oauth/:provider/callback", bind(&gateway::oauth_callback), small);
+    // The data API: a bearer token (never a cookie) says who calls, so cross-site requests carry
+    // no ambient authority and the same-origin check does not apply (docs/security.md).
+    http::route_options rest_body;
+    rest_body.body_limit = cfg_.rest_body_limit;
+    rest_body.raw_query = true;  // PostgREST's own grammar reads it (PGRST100, not bad_query)
+    const std::vector<std::string> rest_methods{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+    auto rest_handler = [this](request req) { return rest_request(std::move(req)); };
+    r.add(rest_methods, "/rest/v1", rest_handler, rest_body);
+    r.add(rest_methods, "/rest/v1/*path", rest_handler, rest_body);
     return r;
 }
 

@@ -23,6 +23,7 @@
 #include "awp/http/message.hpp"
 #include "awp/http/outbound.hpp"
 #include "awp/http/server.hpp"
+#include "awp/rest/schema.hpp"
 
 namespace awp::api {
 
@@ -72,6 +73,19 @@ struct gateway_config {
     // tenant's behalf beyond the default policy (loopback and private networks are refused for
     // source connectors, anything but the agent's own host for DevTools).
     std::string outbound_allow;
+    // The data API (/rest/v1, rest.cpp; docs/data-api.md, "Settings").
+    std::vector<std::string> rest_schemas{"public"};  // API_REST_SCHEMAS: exposed, first default
+    std::vector<std::string> rest_extra_search_path{"public",
+                                                    "extensions"};  // API_REST_EXTRA_SEARCH_PATH
+    std::int64_t rest_max_rows = 1000;  // API_REST_MAX_ROWS (0 = no limit)
+    bool rest_tx_override = false;      // API_REST_TX_OVERRIDE: honour Prefer: tx=rollback
+    bool rest_aggregates = true;        // API_REST_AGGREGATES
+    bool rest_plan = false;             // API_REST_PLAN: the EXPLAIN media types
+    /// API_REST_STATEMENT_TIMEOUT: a request's statement_timeout unless its role sets one
+    /// (ALTER ROLE anon SET statement_timeout = ...).
+    std::string rest_statement_timeout = "30s";
+    std::size_t rest_body_limit = 1024 * 1024;  // API_REST_BODY_LIMIT bytes
+    double rest_schema_poll_s = 600;            // API_REST_SCHEMA_POLL: reload at least this often
     std::chrono::milliseconds drain_timeout{20'000};
 };
 
@@ -208,6 +222,14 @@ public:
         }
         net::awaitable<pg::result> exec_and_commit(std::string sql, pg::params p);
         net::awaitable<void> commit();
+        /// Runs `statements` as the transaction's first ones, behind the setup, in one round
+        /// trip: one implicit transaction (committed at the Sync, rolled back by an error) when
+        /// `keep_open` is false; else after BEGIN, left open for commit() or rollback(). Returns
+        /// the statements' results (not the setup's).
+        net::awaitable<std::vector<pg::result>> run(
+            std::vector<pg::connection::pipelined> statements, bool keep_open);
+        /// Ends an open transaction without its changes.
+        net::awaitable<void> rollback();
 
     private:
         friend class db_pool;
@@ -231,6 +253,9 @@ public:
     /// registry_corrupt, 502 workspace_needs_database_url (a platform URL without its
     /// connection string), 502 database_unreachable or workspace_role_unsafe otherwise.
     net::awaitable<tx> begin(principal p);
+    /// A transaction on the gateway's own database whose setup is `setup` (the data API's role,
+    /// claims and settings: rest.cpp), sent with the first statements.
+    net::awaitable<tx> begin_own(pg::connection::pipelined setup);
 
     /// Closes the workspace pools whose workspace is not in `live` (id -> url) or whose url
     /// changed; `generation` is the registry snapshot's, so a caller can skip unchanged ones.
@@ -261,6 +286,7 @@ net::awaitable<std::string> rls_bypass_reason(pg::connection& c);
 
 class registry;
 class connector_registry;
+struct rest_state;
 struct workspace;
 
 /// An agent the caller can see under RLS and where it lives (files.cpp: locate_agent).
@@ -345,6 +371,11 @@ private:
     net::awaitable<response> sources_validate(request r);
     net::awaitable<response> oauth_start(request r);
     net::awaitable<response> oauth_callback(request r);
+    // rest.cpp: the data API (/rest/v1), its schema cache and its reloads
+    net::awaitable<response> rest_request(request r);
+    net::awaitable<std::shared_ptr<const rest::schema_cache>> schema_cache();
+    net::awaitable<void> reload_schema(std::string why);
+    void start_schema_listener();
 
     net::awaitable<bool> verify_password(std::string hash, std::string password);
     std::optional<principal> token_principal(std::string_view token, bool& service_key) const;
@@ -365,6 +396,7 @@ private:
     std::unique_ptr<registry> registry_;
     std::unique_ptr<connector_registry> connectors_;
     std::unique_ptr<http::server> server_;
+    std::unique_ptr<rest_state> rest_;
     net::thread_pool cpu_{2};  // Argon2id off the io threads
     login_limiter limiter_;
     std::mutex gateway_mu_;
@@ -381,6 +413,9 @@ private:
     std::string templates_json_ = "[]";
     std::string dummy_hash_;  // equalises login timing for unknown accounts
 };
+
+/// CORS of the data API's answers (no cookies there: any origin may read them).
+void add_data_api_cors(const request& r, response& res);
 
 /// Session cookie written by POST /api/auth/login.
 inline constexpr const char* kSessionCookie = "awp-auth-token";

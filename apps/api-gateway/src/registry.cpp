@@ -22,7 +22,6 @@
 #include "awp/core/migrate.hpp"
 #include "awp/core/time.hpp"
 #include "awp/core/uuid.hpp"
-#include "awp/http/client.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
 
@@ -371,6 +370,85 @@ bool valid_url(const std::string& u) {
            u.rfind("postgres://", 0) == 0 || u.rfind("postgresql://", 0) == 0;
 }
 
+/// host[:port] of an absolute http(s) URL; "" when it is not one.
+std::string_view authority_of(std::string_view url) {
+    const auto s = url.find("://");
+    if (s == std::string_view::npos) return {};
+    const auto scheme = url.substr(0, s);
+    if (scheme != "http" && scheme != "https") return {};
+    auto rest = url.substr(s + 3);
+    return rest.substr(0, rest.find_first_of("/?#"));
+}
+
+/// Where a platform shows its database's connection string, for the platform at `url`.
+std::string where_connection_string_is(std::string_view url) {
+    auto host = authority_of(url);
+    host = host.substr(0, host.find(':'));
+    constexpr std::string_view kHosted = ".supabase.co";
+    if (host.size() > kHosted.size() && host.ends_with(kHosted)) {
+        const auto ref = host.substr(0, host.find('.'));
+        return "the project's dashboard: Connect (or Project Settings > Database > Connection "
+               "string), the direct connection postgresql://<role>:<password>@db." +
+               std::string(ref) + ".supabase.co:5432/postgres";
+    }
+    if (host == "127.0.0.1" || host == "localhost" || host == "[::1]") {
+        return "`supabase status` (its DB URL) for a local project, else the platform's "
+               "database settings (its connection string)";
+    }
+    return "the platform's database settings (its connection string)";
+}
+
+/// The error object of a platform URL given without its database's connection string (422
+/// needs_database_url): what to add and where the platform shows it. The same from
+/// POST /api/workspaces and POST /api/workspaces/validate.
+std::string needs_database_url(std::string_view url) {
+    const auto where = where_connection_string_is(url);
+    json_out o;
+    o.w.StartObject();
+    o.kv("code", "needs_database_url");
+    o.kv("message",
+         "a platform URL is served through its database: add databaseUrl, the postgres:// "
+         "connection string shown in " +
+             where +
+             " (use a role like awp_api that does not bypass row-level security; "
+             "docs/api-gateway.md, Workspaces)");
+    o.kv("field", "databaseUrl");
+    o.kv("where", where);
+    o.w.EndObject();
+    return o.str();
+}
+
+/// A `next` the switch may redirect to: a path on this site (one leading '/', no scheme or
+/// host, no backslash or control character a browser could read as another origin).
+bool is_local_path(std::string_view p) {
+    if (p.empty() || p.size() > 2048 || p.front() != '/') return false;
+    if (p.size() > 1 && (p[1] == '/' || p[1] == '\\')) return false;
+    return std::none_of(p.begin(), p.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u < 0x20 || u == 0x7f || c == '\\';
+    });
+}
+
+/// The section of a page: its first two segments ("/dashboard/agents/sierra" becomes
+/// "/dashboard/agents"), where the original UI's switcher goes after a switch so a page about
+/// a resource of the old workspace does not answer 404 in the new one.
+std::string section_root(std::string_view path) {
+    path = path.substr(0, path.find_first_of("?#"));
+    std::string out;
+    int segments = 0;
+    std::size_t i = 0;
+    while (i < path.size() && segments < 2) {
+        while (i < path.size() && path[i] == '/') ++i;
+        if (i >= path.size()) break;
+        const auto end = std::min(path.find('/', i), path.size());
+        out += "/";
+        out += path.substr(i, end - i);
+        ++segments;
+        i = end;
+    }
+    return out.empty() || !is_local_path(out) ? "/" : out;
+}
+
 }  // namespace
 
 net::awaitable<response> gateway::workspaces_get(request r) {
@@ -436,6 +514,10 @@ net::awaitable<response> gateway::workspaces_post(request r) {
     auto key = req_string(body, "serviceRoleKey");
     if (key.size() < 20) throw http_error(422, "invalid_field", "serviceRoleKey is too short");
     const bool make_default = opt_bool(body, "makeDefault").value_or(false);
+    // Accepted, it would answer 502 on every database route: refused now, saying what to add.
+    if (!is_postgres_url(w.url) && w.database_url.empty()) {
+        co_return response::json(422, R"({"error":)" + needs_database_url(w.url) + "}");
+    }
     std::optional<http_error> err;
     try {
         w = registry_->add(std::move(w), key, make_default);
@@ -449,14 +531,62 @@ net::awaitable<response> gateway::workspaces_post(request r) {
     co_return response::json(201, o.str());
 }
 
+namespace {
+
+/// A GET that switches is refused when it comes from another site: a link or an image there
+/// would otherwise switch a signed-in browser (the session cookie is SameSite=Lax, sent on a
+/// top-level cross-site GET). Sec-Fetch-Site and Origin as for every state change, and, for
+/// browsers that send neither, a Referer of another origin. Direct navigation (no Referer,
+/// Sec-Fetch-Site: none) and the gateway's own pages pass.
+void refuse_cross_site_get(const gateway& g, const request& r) {
+    g.check_same_origin(r);
+    auto referer = r.header.get("referer");
+    if (!referer) return;
+    const auto authority = authority_of(*referer);
+    if (!authority.empty()) {
+        const auto host = r.header.get("host");
+        if (host && authority == *host) return;
+        const auto origin = referer->substr(0, referer->find("://") + 3 + authority.size());
+        for (const auto& a : g.config().allowed_origins) {
+            if (origin == a) return;
+        }
+    }
+    throw http_error(403, "cross_site", "the Referer is another site");
+}
+
+/// A browser's navigation (a link followed, an address typed) rather than a script's fetch.
+bool is_navigation(const request& r) {
+    if (auto mode = r.header.get("sec-fetch-mode")) return *mode == "navigate";
+    auto accept = r.header.get("accept");
+    return accept && accept->find("text/html") != std::string_view::npos;
+}
+
+}  // namespace
+
 net::awaitable<response> gateway::workspaces_switch(request r) {
-    // POST only (the router): a session of the workspace switched to is required; the switch
-    // sets this browser's awp_active_workspace cookie and nothing any other user sees. An
-    // operator may also make it the host's default for new sign-ins ("makeDefault": true).
+    // POST (the original UI's switcher: {workspaceId}) or GET (the spec's method: a link, an
+    // address typed) with ?workspaceId=. A session of the workspace switched to is required;
+    // the switch sets this browser's awp_active_workspace cookie and nothing any other user
+    // sees. An operator may also make it the host's default for new sign-ins with POST
+    // ("makeDefault": true). A GET answers a browser's navigation with 303 to ?next= (a path
+    // on this site) or back to the section of the page it came from; a script gets JSON.
+    const bool get = r.method == "GET" || r.method == "HEAD";
+    if (get) refuse_cross_site_get(*this, r);
     auto p = require_session_or_service(r);
     std::optional<std::string> id = r.query_param("workspaceId");
     bool make_default = false;
-    if (!r.body.empty()) {
+    std::optional<std::string> next;
+    if (get) {
+        if (r.query_param("makeDefault")) {
+            throw http_error(422, "invalid_field",
+                             "makeDefault changes the host's default workspace: POST it");
+        }
+        next = r.query_param("next");
+        if (next && !is_local_path(*next)) {
+            throw http_error(422, "invalid_field",
+                             "next must be a path on this site, starting with a single '/'");
+        }
+    } else if (!r.body.empty()) {
         auto body = parse_object_body(r.body);
         if (auto b = opt_string(body, "workspaceId")) id = b;
         make_default = opt_bool(body, "makeDefault").value_or(false);
@@ -494,7 +624,36 @@ net::awaitable<response> gateway::workspaces_switch(request r) {
         if (err) throw *err;
         if (!found) throw http_error(404, "not_found", "no such workspace");
     }
-    auto res = response::json(200, R"({"ok":true,"workspaceId":)" + http::json_quote(*id) + "}");
+    std::optional<std::string> location;
+    if (get && next) {
+        location = *next;
+    } else if (get && is_navigation(r)) {
+        // Back where the browser came from (a page of this site: refuse_cross_site_get).
+        const auto referer = r.header.get("referer");
+        const auto authority = referer ? authority_of(*referer) : std::string_view();
+        location = authority.empty()
+                       ? std::string("/")
+                       : section_root(referer->substr(referer->find("://") + 3 + authority.size()));
+    }
+    if (location) {
+        // Bytes a header may not carry raw (non-ASCII text of a path, spaces) are escaped.
+        std::string escaped;
+        for (char c : *location) {
+            const auto u = static_cast<unsigned char>(c);
+            escaped += u >= 0x80 || c == ' ' ? http::percent_encode(std::string_view(&c, 1))
+                                             : std::string(1, c);
+        }
+        location = std::move(escaped);
+    }
+    json_out o;
+    o.w.StartObject();
+    o.key("ok");
+    o.w.Bool(true);
+    o.kv("workspaceId", *id);
+    if (location) o.kv("location", *location);
+    o.w.EndObject();
+    auto res = response::json(location ? 303 : 200, o.str());
+    if (location) res.header.add("Location", *location);
     http::cookie_options co;
     co.max_age = 31536000;
     co.secure = cfg_.cookie_secure;
@@ -565,33 +724,6 @@ net::awaitable<probe_result> probe_postgres(std::string dsn) {
     co_return out;
 }
 
-net::awaitable<probe_result> probe_platform(std::string url, std::string key) {
-    probe_result out;
-    while (!url.empty() && url.back() == '/') url.pop_back();
-    http::client_request q;
-    q.url = url + "/rest/v1/workspace?select=id&limit=1";
-    q.header.add("apikey", key);
-    q.header.add("Authorization", "Bearer " + key);
-    q.timeout = std::chrono::seconds(5);
-    std::optional<response> res;
-    try {
-        res = co_await http::fetch(std::move(q));
-    } catch (const http::upstream_error&) {
-    }
-    if (!res || res->status == 401 || res->status == 403) {
-        // unreachable_or_rejected (the default)
-    } else if (res->status == 404) {
-        out.code = "schema_missing";
-        out.message = "the workspace table does not exist in this database";
-    } else if (res->status < 200 || res->status >= 300) {
-        out.code = "unexpected_status";
-        out.message = "the platform answered " + std::to_string(res->status);
-    } else {
-        out.ok = true;
-    }
-    co_return out;
-}
-
 }  // namespace
 
 net::awaitable<response> gateway::workspaces_validate(request r) {
@@ -609,17 +741,19 @@ net::awaitable<response> gateway::workspaces_validate(request r) {
     auto url = req_string(body, "url");
     if (!valid_url(url))
         throw http_error(422, "invalid_field", "url must be an http(s) or postgres URL");
-    // A platform URL with its connection string: the database is what is validated.
-    if (auto dsn = opt_string(body, "databaseUrl"); dsn && !is_postgres_url(url)) {
+    // A platform URL is served through its database: its connection string is what is
+    // validated, and without one there is nothing to validate (nor to serve).
+    if (!is_postgres_url(url)) {
+        auto dsn = opt_string(body, "databaseUrl");
+        if (!dsn) {
+            co_return response::json(422,
+                                     R"({"ok":false,"error":)" + needs_database_url(url) + "}");
+        }
         if (!is_postgres_url(*dsn)) {
             throw http_error(422, "invalid_field",
                              "databaseUrl must be a postgres:// connection string");
         }
         url = *dsn;
-    }
-    auto key = opt_string(body, "serviceRoleKey").value_or("");
-    if (!is_postgres_url(url) && key.size() < 20) {
-        throw http_error(422, "invalid_field", "serviceRoleKey is too short");
     }
     {
         const auto now = std::chrono::steady_clock::now();
@@ -635,18 +769,10 @@ net::awaitable<response> gateway::workspaces_validate(request r) {
         if (validate_last_.size() > 10'000) validate_last_.clear();
     }
     const auto started = std::chrono::steady_clock::now();
-    probe_result res;
-    if (is_postgres_url(url)) {
-        // libpq's connect_timeout bounds the connect; the deadline bounds the rest.
-        auto dsn = url + (url.find('?') == std::string::npos ? "?" : "&") +
-                   "connect_timeout=" + std::to_string(kValidateDeadline.count());
-        res = co_await probe_postgres(std::move(dsn));
-    } else if (url.rfind("https://", 0) == 0) {
-        res.code = "unsupported";
-        res.message = "https platform URLs are not probed by this build";
-    } else {
-        res = co_await probe_platform(url, key);
-    }
+    // libpq's connect_timeout bounds the connect; the deadline bounds the rest.
+    auto dsn = url + (url.find('?') == std::string::npos ? "?" : "&") +
+               "connect_timeout=" + std::to_string(kValidateDeadline.count());
+    probe_result res = co_await probe_postgres(std::move(dsn));
     if (res.ok) co_return response::json(200, R"({"ok":true})");
     const auto spent = std::chrono::steady_clock::now() - started;
     if (spent < kValidateFloor) {

@@ -591,6 +591,13 @@ net::awaitable<response> gateway::sources_validate(request r) {
             }
         }
     }
+    if (connection_id) {
+        // The stored credentials were just confirmed: the connection's last_verified_at.
+        auto t = co_await db_->begin(p);
+        co_await t.query_and_commit(
+            "UPDATE public.source_connections SET last_verified_at = now() WHERE id = $1::uuid",
+            *connection_id);
+    }
     json_out o;
     o.w.StartObject();
     o.key("ok");
@@ -887,17 +894,20 @@ net::awaitable<response> gateway::oauth_callback(request r) {
             "key = $2",
             st->gateway_id, refresh_name);
     }
+    // The provider just accepted these credentials (last_verified_at), and a first sync with
+    // them is due now (next_sync_at), as in the original product (sql/0029).
     if (is_new) {
         co_await t.query(
             "INSERT INTO public.source_connections (id, provider, account_label, status, "
-            "writable, secret_id, config) VALUES ($1::uuid, $2, $3, 'active', false, $4::uuid, "
-            "$5::jsonb)",
+            "writable, secret_id, config, next_sync_at, last_verified_at) VALUES ($1::uuid, $2, "
+            "$3, 'active', false, $4::uuid, $5::jsonb, now(), now())",
             conn_id, c->runner_provider, label, secret_id, config);
     } else {
         co_await t.query(
             "UPDATE public.source_connections SET secret_id = $2::uuid, status = 'active', "
             "last_error = NULL, account_label = $3, config = config || $4::jsonb, "
-            "updated_at = now() WHERE id = $1::uuid",
+            "next_sync_at = now(), last_verified_at = now(), updated_at = now() "
+            "WHERE id = $1::uuid",
             conn_id, secret_id, label, config);
     }
     co_await t.commit();

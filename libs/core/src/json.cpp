@@ -66,7 +66,8 @@ rj::Document parse(std::string_view text, const limits& l) {
                           l.max_bytes);
     }
     // RapidJSON's memory stream reads a NUL as the end of input; JSON never holds a raw one.
-    if (const void* nul = std::memchr(text.data(), '\0', text.size())) {
+    // (An empty view may have no data pointer, and memchr's must not be null.)
+    if (const void* nul = text.empty() ? nullptr : std::memchr(text.data(), '\0', text.size())) {
         const auto at = static_cast<std::size_t>(static_cast<const char*>(nul) - text.data());
         throw parse_error("invalid JSON at offset " + std::to_string(at) + ": a NUL byte", at);
     }

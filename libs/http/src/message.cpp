@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "awp/core/json.hpp"
+
 namespace awp::http {
 namespace {
 
@@ -53,7 +55,7 @@ std::string request::param(std::string_view name) const {
 }
 
 std::optional<std::string> request::query_param(std::string_view name) const {
-    for (auto& [k, v] : parse_query(query)) {
+    for (const auto& [k, v] : query_params) {
         if (k == name) return v;
     }
     return std::nullopt;
@@ -270,6 +272,45 @@ std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q)
         auto v = eq == std::string_view::npos ? std::optional<std::string>("")
                                               : percent_decode(part.substr(eq + 1), true);
         if (k && v) out.emplace_back(std::move(*k), std::move(*v));
+    }
+    return out;
+}
+
+std::string_view text_problem(std::string_view decoded) noexcept {
+    if (decoded.find('\0') != std::string_view::npos) return "holds a NUL byte";
+    if (!core::json::is_utf8(decoded)) return "is not UTF-8";
+    return {};
+}
+
+decoded_query decode_query(std::string_view q) {
+    decoded_query out;
+    std::size_t n = 0;
+    while (!q.empty()) {
+        auto amp = q.find('&');
+        auto part = q.substr(0, amp);
+        q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+        if (part.empty()) continue;
+        ++n;
+        auto eq = part.find('=');
+        auto k = percent_decode(part.substr(0, eq), true);
+        auto v = eq == std::string_view::npos ? std::optional<std::string>("")
+                                              : percent_decode(part.substr(eq + 1), true);
+        const auto where = "query parameter " + std::to_string(n);
+        if (!k || !v) {
+            out.error = where + " has a malformed %-escape";
+            return out;
+        }
+        if (auto bad = text_problem(*k); !bad.empty()) {
+            out.error = where + "'s name " + std::string(bad);
+            return out;
+        }
+        if (auto bad = text_problem(*v); !bad.empty()) {
+            // The name is said when it is short text: it helps, and it is the caller's own.
+            const bool named = k->size() <= 64 && !k->empty();
+            out.error = where + (named ? " (" + *k + ")" : std::string()) + " " + std::string(bad);
+            return out;
+        }
+        out.params.emplace_back(std::move(*k), std::move(*v));
     }
     return out;
 }

@@ -70,11 +70,31 @@ void router::add(const std::vector<std::string>& methods, const std::string& pat
 
 router::match_result router::match(std::string_view method, std::string_view path) const {
     match_result out;
-    const auto segs = split_path(path);
+    // Decoded once, every segment, before any route is looked up.
+    const auto raw = split_path(path);
+    std::vector<std::string> segs;
+    segs.reserve(raw.size());
+    for (std::size_t n = 0; n < raw.size(); ++n) {
+        const auto where = "path segment " + std::to_string(n + 1);
+        auto d = percent_decode(raw[n]);
+        if (!d) {
+            out.bad_path = where + " has a malformed %-escape";
+            return out;
+        }
+        if (d->size() > kMaxSegmentBytes) {
+            out.bad_path = where + " is longer than " + std::to_string(kMaxSegmentBytes) +
+                           " bytes once decoded";
+            return out;
+        }
+        if (auto bad = text_problem(*d); !bad.empty()) {
+            out.bad_path = where + " " + std::string(bad) + " once decoded";
+            return out;
+        }
+        segs.push_back(std::move(*d));
+    }
     for (const auto& r : routes_) {
         std::map<std::string, std::string, std::less<>> params;
         bool ok = true;
-        bool bad = false;
         std::size_t i = 0;
         for (; i < r.segments.size() && ok; ++i) {
             const auto& p = r.segments[i];
@@ -83,10 +103,12 @@ router::match_result router::match(std::string_view method, std::string_view pat
                     ok = false;
                     break;
                 }
+                // The tail is handed on as sent: a handler that splits it decodes each segment
+                // itself (an encoded '/' stays inside its segment).
                 std::string rest;
-                for (std::size_t j = i; j < segs.size(); ++j) {
+                for (std::size_t j = i; j < raw.size(); ++j) {
                     if (j > i) rest += '/';
-                    rest += segs[j];
+                    rest += raw[j];
                 }
                 params[p.substr(1)] = rest;
                 i = segs.size();
@@ -95,13 +117,10 @@ router::match_result router::match(std::string_view method, std::string_view pat
             if (i >= segs.size()) {
                 ok = false;
             } else if (!p.empty() && p.front() == ':') {
-                auto d = percent_decode(segs[i]);
                 if (segs[i].empty()) {
                     ok = false;
-                } else if (!d) {
-                    bad = true;
                 } else {
-                    params[p.substr(1)] = *d;
+                    params[p.substr(1)] = segs[i];
                 }
             } else if (p != segs[i]) {
                 ok = false;
@@ -117,7 +136,6 @@ router::match_result router::match(std::string_view method, std::string_view pat
         out.h = &r.h;
         out.options = r.options;
         out.params = std::move(params);
-        out.bad_encoding = bad;
         out.allow.clear();
         return out;
     }
@@ -164,7 +182,7 @@ void fill_header(bhttp::response<Body>& out, const response& r, unsigned version
                  bool hsts) {
     out.version(version);
     out.result(r.status);
-    out.reason(reason(r.status));
+    out.reason(r.reason.empty() ? reason(r.status) : std::string_view(r.reason));
     for (const auto& [n, v] : r.header.fields()) out.insert(n, v);
     if (!r.header.has("Cache-Control")) out.set(bhttp::field::cache_control, "no-store");
     // A handler's own Content-Security-Policy is sent besides the server's: browsers enforce
@@ -411,7 +429,9 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         std::optional<response> early;
         parser.body_limit(o.unrouted_body_limit);
         auto m = s->routes.match(req.method, req.path);
-        if (!m.h) {
+        if (!m.bad_path.empty()) {
+            early = response::error(400, "bad_path", m.bad_path);
+        } else if (!m.h) {
             if (!m.allow.empty()) {
                 std::string allow;
                 for (const auto& a : m.allow) allow += (allow.empty() ? "" : ", ") + a;
@@ -421,11 +441,17 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
             } else {
                 early = response::error(404, "not_found", "no such route");
             }
-        } else if (m.bad_encoding) {
-            early = response::error(400, "bad_path", "malformed percent-encoding in the path");
         } else {
+            if (!m.options.raw_query && !req.query.empty()) {
+                auto decoded = decode_query(req.query);
+                if (!decoded.error.empty()) {
+                    early = response::error(400, "bad_query", decoded.error);
+                } else {
+                    req.query_params = std::move(decoded.params);
+                }
+            }
             parser.body_limit(m.options.body_limit);
-            if (auto len = parser.content_length(); len && *len > m.options.body_limit) {
+            if (auto len = parser.content_length(); !early && len && *len > m.options.body_limit) {
                 early = response::error(
                     413, "body_too_large",
                     "request body exceeds " + std::to_string(m.options.body_limit) + " bytes");

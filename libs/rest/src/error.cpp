@@ -3,28 +3,32 @@
 #include "awp/rest/error.hpp"
 
 #include "awp/core/json.hpp"
+#include "parsec.hpp"
 
 namespace awp::rest {
 
 std::string api_error::body() const {
+    // Messages quote what the client sent (a header, a name); RapidJSON's writer would copy
+    // invalid UTF-8 into the body as it is, so it is replaced here, once for every stage.
+    auto text = [](const std::string& s) { return detail::lenient_utf8(s); };
     core::json::writer j;
     j.w.StartObject();
-    j.kv("code", code_);
+    j.kv("code", text(code_));
     j.key("details");
     if (!details_json.empty()) {
         j.raw(details_json);
     } else if (details_.empty()) {
         j.w.Null();
     } else {
-        j.str(details_);
+        j.str(text(details_));
     }
     j.key("hint");
     if (hint_.empty()) {
         j.w.Null();
     } else {
-        j.str(hint_);
+        j.str(text(hint_));
     }
-    j.kv("message", message_);
+    j.kv("message", text(message_));
     j.w.EndObject();
     return j.str();
 }

@@ -6,7 +6,7 @@
 
 #include "awp/core/json.hpp"
 #include "awp/rest/schema.hpp"
-#include "catalog.sql.hpp"
+#include "catalog_sql.hpp"
 #include "fuzzy.hpp"
 
 namespace awp::rest {
@@ -75,8 +75,8 @@ bool rel_matches(const relationship& r, std::string_view target, std::string_vie
 // function of that schema).
 std::vector<const relationship*> candidates(const schema_cache& sc, const qualified_name& from) {
     std::vector<const relationship*> out;
-    auto it = sc.relationships_by_table.find(from);
-    if (it == sc.relationships_by_table.end()) return out;
+    auto it = sc.relationships_of.find(from);
+    if (it == sc.relationships_of.end()) return out;
     for (const auto& r : it->second) {
         const auto& schema =
             r.card == cardinality::computed ? r.function.schema : r.foreign_table.schema;
@@ -151,7 +151,7 @@ std::string no_relationship_hint(const schema_cache& sc, const qualified_name& f
         return {};
     }
     detail::fuzzy_set parents;
-    for (const auto& [tbl, rels] : sc.relationships_by_table) {
+    for (const auto& [tbl, rels] : sc.relationships_of) {
         if (std::any_of(rels.begin(), rels.end(), [&](const relationship& r) {
                 return (r.card == cardinality::computed ? r.function.schema
                                                         : r.foreign_table.schema) == from.schema;
@@ -312,8 +312,8 @@ const table& schema_cache::find_table(const qualified_name& id) const {
 }
 
 std::vector<relationship> schema_cache::relationships(const qualified_name& from) const {
-    auto it = relationships_by_table.find(from);
-    return it == relationships_by_table.end() ? std::vector<relationship>{} : it->second;
+    auto it = relationships_of.find(from);
+    return it == relationships_of.end() ? std::vector<relationship>{} : it->second;
 }
 
 relationship schema_cache::find_relationship(const qualified_name& from, std::string_view target,

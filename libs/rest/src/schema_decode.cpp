@@ -1,4 +1,4 @@
-// decode(): the catalog statement's JSON (catalog.sql.hpp) → schema_cache, with PostgREST's
+// decode(): the catalog statement's JSON (catalog_sql.hpp) → schema_cache, with PostgREST's
 // relationship inference (SchemaCache.hs of v14): many-to-one and one-to-one from foreign keys,
 // the same through views (keys a view inherits from its base tables, found from each view's
 // query tree), many-to-many through junctions, the inverse of each, computed relationships,
@@ -581,9 +581,9 @@ std::shared_ptr<const schema_cache> decode(std::string_view json,
         }
         if (r.card == cardinality::many_to_many && !exposed.contains(r.junction.schema)) continue;
         auto key = r.table;
-        cache->relationships_by_table[std::move(key)].push_back(std::move(r));
+        cache->relationships_of[std::move(key)].push_back(std::move(r));
     }
-    for (auto& [tbl, list] : cache->relationships_by_table) {
+    for (auto& [tbl, list] : cache->relationships_of) {
         std::stable_sort(list.begin(), list.end(), rel_less);
     }
 

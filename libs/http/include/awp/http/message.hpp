@@ -59,8 +59,13 @@ private:
 struct request {
     std::string method;  // "GET", "POST", ...
     std::string target;  // as sent: path and query
-    std::string path;    // target before '?', still percent-encoded
-    std::string query;   // after '?', without it
+    /// target before '?', still percent-encoded; the server checked that every segment decodes
+    /// to UTF-8 text (router::match).
+    std::string path;
+    std::string query;  // after '?', without it, as sent
+    /// The query decoded once by the server ('+' is a space), in order. Empty on routes with
+    /// route_options::raw_query: their handler reads `query` with its own grammar.
+    std::vector<std::pair<std::string, std::string>> query_params;
     headers header;
     std::string body;
     /// On routes with route_options::spool_body: the body, in an unlinked temporary file
@@ -68,14 +73,15 @@ struct request {
     std::shared_ptr<file_body> body_file;
     std::string remote;  // peer address
     bool keep_alive = true;
-    /// Route parameters: ":name" segments decoded, "*name" tails as sent (still encoded).
+    /// Route parameters: ":name" segments decoded, "*name" tails as sent (still encoded, each
+    /// segment checked like the rest of the path).
     std::map<std::string, std::string, std::less<>> params;
 
     [[nodiscard]] std::optional<std::string_view> get(std::string_view name) const {
         return header.get(name);
     }
     [[nodiscard]] std::string param(std::string_view name) const;
-    /// First query parameter of that name, percent-decoded ('+' is a space).
+    /// First query parameter of that name (query_params: decoded, '+' is a space).
     [[nodiscard]] std::optional<std::string> query_param(std::string_view name) const;
     /// Every cookie of the Cookie headers (name → value, first wins).
     [[nodiscard]] std::map<std::string, std::string, std::less<>> cookies() const;
@@ -86,6 +92,9 @@ struct request {
 
 struct response {
     unsigned status = 200;
+    /// The status line's reason phrase ("" = the standard one for the status): a dialect whose
+    /// clients read it (the data API's statusText) sets its own.
+    std::string reason;
     headers header;
     std::string body;
     bool close = false;  // close the connection after this response
@@ -125,8 +134,20 @@ private:
                                                         bool plus_is_space = false);
 /// Percent-encoding of everything but unreserved characters (RFC 3986).
 [[nodiscard]] std::string percent_encode(std::string_view s);
-/// "a=1&b=2" → pairs, decoded.
+/// "a=1&b=2" → pairs, decoded; a pair with a malformed escape is skipped (form bodies).
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> parse_query(std::string_view q);
+/// Why decoded bytes cannot be handed on as text ("" when they can): not UTF-8 (RFC 3629, so
+/// overlong forms and surrogates are refused too) or a NUL byte, which C strings, libpq
+/// parameters and file names would silently cut.
+[[nodiscard]] std::string_view text_problem(std::string_view decoded) noexcept;
+/// A query string decoded strictly, as the server does once per request: `params` in order
+/// ('+' is a space), or `error` naming the first parameter (by position) that has a malformed
+/// %-escape or whose name or value is not text (text_problem).
+struct decoded_query {
+    std::vector<std::pair<std::string, std::string>> params;
+    std::string error;  // "" = the whole query decoded
+};
+[[nodiscard]] decoded_query decode_query(std::string_view q);
 /// A Set-Cookie value.
 struct cookie_options {
     std::string path = "/";

@@ -29,13 +29,27 @@ struct route_options {
     /// timeouts and errors; chunked bodies too.
     bool spool_body = false;
     std::string spool_dir;  // where that file is made; empty = $TMPDIR, else /tmp
+    /// The query is handed on as sent (request::query) and not decoded by the server: for a
+    /// handler with its own query grammar and error shape (the data API's /rest/v1). Otherwise
+    /// it is decoded once into request::query_params, and one that does not decode to text is
+    /// answered 400 bad_query before the handler runs.
+    bool raw_query = false;
 };
 
 /// Routes by method and path pattern. Pattern segments: literals, ":name" (one segment,
 /// percent-decoded into request::params) and a final "*name" (the rest of the path, one or
 /// more segments, left encoded). A path that matches with another method gives 405 + Allow.
+/// Every segment of a path is decoded once, before any route is looked up: a malformed
+/// %-escape, a segment that is not UTF-8 text once decoded (overlong forms and surrogates
+/// included) or holds NUL, or one longer than kMaxSegmentBytes, refuses the whole path
+/// (match_result::bad_path, answered 400 bad_path), whatever route it would have reached.
+/// Literals are compared with the decoded segments.
 class router {
 public:
+    /// The longest path segment accepted, in bytes after percent-decoding (a file name is at
+    /// most 255, a Postgres identifier 63).
+    static constexpr std::size_t kMaxSegmentBytes = 1024;
+
     void add(std::string method, std::string pattern, handler h, route_options o = {});
     /// Same handler for several methods ("GET", "POST").
     void add(const std::vector<std::string>& methods, const std::string& pattern, const handler& h,
@@ -46,7 +60,8 @@ public:
         route_options options;
         std::map<std::string, std::string, std::less<>> params;
         std::vector<std::string> allow;  // methods of the path when the method did not match
-        bool bad_encoding = false;       // a ":name" segment with a malformed %-escape
+        /// Why the path is refused ("" when it is not); then nothing else is set.
+        std::string bad_path;
     };
     [[nodiscard]] match_result match(std::string_view method, std::string_view path) const;
 

@@ -110,8 +110,11 @@ struct op_expr {
     quantifier quant = quantifier::none;  ///< eq(any).{a,b} ...
     std::string language;                 ///< fts(english). ...
     std::string value;                    ///< the single value (raw text after the dot)
-    std::vector<std::string> list;        ///< in.(a,"b,c") — unquoted elements
+    std::vector<std::string> list;        ///< in.(a,"b,c") — unquoted elements (in.() is {""})
     is_value is = is_value::null;         ///< is.null ...
+    /// A GET/HEAD call's parameter without an operator: a function argument, `value` the whole
+    /// text (PostgREST's NoOpExpr; only with parse_op_expr(text, rpc_read = true)).
+    bool no_op = false;
     bool operator==(const op_expr&) const = default;
 };
 
@@ -171,12 +174,23 @@ struct preferences {
     prefer_missing missing = prefer_missing::unspecified;
     prefer_tx tx = prefer_tx::unspecified;
     prefer_handling handling = prefer_handling::unspecified;
-    std::string timezone;                      ///< timezone=... ("" = none; checked later)
-    std::optional<std::int64_t> max_affected;  ///< max-affected=N
-    bool params_single_object = false;         ///< params=single-object (RPC)
-    std::vector<std::string> invalid;          ///< tokens not understood (strict handling: 400)
-    /// The Preference-Applied header value for the preferences honoured ("" = none).
+    /// The first timezone=... value ("" = none), not checked here: the caller checks it against
+    /// pg_timezone_names and, when unknown, clears it and adds every timezone= token to
+    /// `invalid` (PostgREST's rule).
+    std::string timezone;
+    std::optional<std::int64_t> max_affected;  ///< the first max-affected=N
+    /// params=single-object was sent. PostgREST 14 removed it: the token is also in `invalid`
+    /// (so handling=strict refuses it) and never applied.
+    bool params_single_object = false;
+    std::vector<std::string> invalid;  ///< tokens not understood (strict handling: 400)
+    /// The Preference-Applied header value for the preferences honoured ("" = none), in
+    /// PostgREST's order; tx only when `tx_allowed`, max-affected only with handling=strict.
+    /// The caller first clears what the action does not honour (PostgREST's
+    /// responsePreferences: resolution on inserts, return on mutations, ...).
     [[nodiscard]] std::string applied_header(bool tx_allowed) const;
+    /// PGRST122 (400) when handling=strict and a token was not understood. PostgREST checks it
+    /// once the plan resolved the names (after PGRST2xx), so the planner calls this.
+    void check_strict() const;
 };
 
 /// Response media types the client accepts, in preference order.
@@ -197,11 +211,14 @@ enum class media {
 };
 struct media_type {
     rest::media kind = media::json;
-    std::string raw;  ///< as sent (for 406 messages)
+    /// The type as PostgREST prints it in a 406 ("None of these media types are available:
+    /// ..."): canonical for the types it knows, as sent for the others.
+    std::string raw;
     // plan options: for=..., format=text|json, options=analyze|verbose|settings|buffers|wal
     bool plan_text = false;
-    std::string plan_for;
-    std::vector<std::string> plan_options;
+    std::string plan_for;                   ///< the for= type as printed ("application/json")
+    std::vector<std::string> plan_options;  ///< in PostgREST's order
+    bool operator==(const media_type&) const = default;
 };
 
 // ---- the whole request ----------------------------------------------------------------------
@@ -256,19 +273,26 @@ struct api_request {
     row_range top_range;  ///< the top level's, Range header and limit/offset combined
     /// RPC arguments passed in the query string (GET/HEAD calls): params that are not filters.
     std::vector<std::pair<std::string, std::string>> rpc_args;
-    /// columns= (inserts, updates, calls): only these keys of the body are used.
+    /// columns= (used by inserts, updates, calls): only these keys of the body are used.
+    /// Sorted and distinct (PostgREST keeps a set).
     std::optional<std::vector<std::string>> columns;
     std::optional<std::vector<std::string>> on_conflict;  ///< on_conflict=a,b
 
     preferences prefer;
     std::vector<media_type> accept;    ///< in preference order (q-values honoured)
-    media content_type = media::json;  ///< json, csv or other (urlencoded is "other" + raw)
-    std::string content_type_raw;
-    bool urlencoded = false;  ///< application/x-www-form-urlencoded body
-    /// The body, as sent. For JSON bodies the keys are collected: the object's keys, or, for an
-    /// array of objects, the keys of its first object (PostgREST requires the same keys in every
-    /// object unless columns= is given: PGRST102 "All object keys must match").
+    media content_type = media::json;  ///< json, csv, text, xml, octet or other
+    std::string content_type_raw;      ///< the Content-Type header as sent ("" = none)
+    bool urlencoded = false;           ///< application/x-www-form-urlencoded body
+    /// The body of a POST/PUT/PATCH on a table or of a POST call (empty otherwise), as the
+    /// statement takes it: JSON as sent; a JSON scalar becomes "[]" (PostgREST's rule); text/csv
+    /// and form bodies become the JSON PostgREST makes of them (an array of objects of strings,
+    /// "NULL" as null; an object of strings); text/plain, text/xml and octet-stream bodies of a
+    /// call as sent. Without columns= a JSON body must be an object or an array of objects with
+    /// the same keys (PGRST102 "All object keys must match").
     std::string body;
+    /// The keys the statement reads: the JSON object's (or the first object's of an array), the
+    /// CSV header's, the form's, or columns= when given (then the JSON is not read here).
+    /// Sorted and distinct, as PostgREST's set.
     std::vector<std::string> body_keys;
     bool body_is_array = false;
     bool body_empty = true;  ///< no body, or a body of only whitespace
@@ -277,7 +301,7 @@ struct api_request {
 /// Parses a request. Throws api_error (status and PGRST code as PostgREST answers: PGRST100
 /// for the grammar, PGRST103 for a range, PGRST106 for a schema, PGRST102 for a body, 405 for a
 /// method, 414 past max_query_bytes, ...). `schemas` are the exposed schemas, the first the
-/// default.
+/// default (none is the caller's bug: core::error).
 [[nodiscard]] api_request parse(const raw_request& in, const std::vector<std::string>& schemas,
                                 const limits& lim = {});
 
@@ -289,8 +313,9 @@ struct api_request {
 [[nodiscard]] std::vector<order_term> parse_order(std::string_view text);
 [[nodiscard]] preferences parse_prefer(const std::vector<std::string_view>& headers);
 [[nodiscard]] std::vector<media_type> parse_accept(std::string_view accept);
-/// "a=1&b=2" → decoded pairs ('+' is a space); a malformed %-escape or invalid UTF-8 is
-/// PGRST100.
+/// "a=1&b=2" → decoded pairs ('+' is a space; '&' and ';' separate, as http-types does);
+/// items without '=' are left out (PostgREST ignores them). A malformed %-escape, invalid
+/// UTF-8 or a NUL byte is PGRST100.
 [[nodiscard]] std::vector<std::pair<std::string, std::string>> parse_query_string(
     std::string_view q);
 

@@ -155,11 +155,11 @@ public:
     /// Overloads by name, in PostgREST's order (fewest parameters first).
     std::map<qualified_name, std::vector<function>> functions;
     std::map<std::string, role_settings> roles;  ///< by role name
-    /// Every relationship by its `table`, in PostgREST's order (decode builds it; computed
-    /// relationships replace the key-based ones to a table of the same name as the function).
-    std::map<qualified_name, std::vector<relationship>> relationships_by_table;
-    std::string server_version;  ///< server_version_num as text
+    std::string server_version;                  ///< server_version_num as text
     std::uint64_t loaded_at_ms = 0;
+    /// Every relationship by the table it starts from, in PostgREST's order (decode fills it;
+    /// computed relationships replace the key-based ones to a table named like the function).
+    std::map<qualified_name, std::vector<relationship>> relationships_of;
 
     /// PGRST205 (404) "Could not find the table 's.t' in the schema cache", with PostgREST's
     /// hint naming the closest table.
