@@ -20,7 +20,8 @@ namespace awp::rest::detail {
 //   roles     [{role,settings:[[name,value]]}]
 //
 // Types are spelled as for a cast: format_type(), schema-qualified whenever the type (an
-// array's element type) is not in pg_catalog, whatever the session's search_path.
+// array's element type) is not in pg_catalog, whatever the session's search_path; a column's
+// built-in type without its modifier.
 inline constexpr const char* kCatalogQuery = R"sql(
 WITH RECURSIVE
 exposed AS (
@@ -45,7 +46,8 @@ type_names AS (
          (t.typelem <> 0 AND t.typstorage <> 'p') AS is_array,
          e.oid AS elem,
          CASE WHEN en.nspname = 'pg_catalog' OR NOT pg_catalog.pg_type_is_visible(e.oid) THEN ''
-              ELSE pg_catalog.quote_ident(en.nspname) || '.' END AS prefix
+              ELSE pg_catalog.quote_ident(en.nspname) || '.' END AS prefix,
+         en.nspname = 'pg_catalog' AS builtin
   FROM pg_catalog.pg_type t
   JOIN pg_catalog.pg_type e
     ON e.oid = CASE WHEN t.typelem <> 0 AND t.typstorage <> 'p' THEN t.typelem ELSE t.oid END
@@ -88,7 +90,10 @@ fk_rel_ids AS (
 columns_agg AS (
   SELECT a.attrelid AS oid, json_agg(json_build_object(
     'name', a.attname,
-    'type', tn.prefix || pg_catalog.format_type(a.atttypid, a.atttypmod),
+    -- a built-in type without its modifier, as PostgREST: a record definition must not cut or
+    -- round what the column itself checks ("numeric", not "numeric(10,2)")
+    'type', CASE WHEN tn.builtin THEN pg_catalog.format_type(a.atttypid, NULL)
+                 ELSE tn.prefix || pg_catalog.format_type(a.atttypid, a.atttypmod) END,
     'base_type', bn.prefix || pg_catalog.format_type(bn.elem, NULL),
     'category', bn.category,
     'is_array', bn.is_array,

@@ -31,11 +31,14 @@ struct column {
     std::string name;
     /// The type as SQL spells it for a cast: format_type() with its schema when it is not in
     /// pg_catalog ("text", "integer", "timestamp with time zone", "public.user_status",
-    /// "extensions.vector(384)", "text[]").
+    /// "extensions.vector(384)", "text[]"); a built-in type without its modifier ("numeric",
+    /// "character varying"), as PostgREST, so a record definition cuts or rounds nothing.
     std::string type;
-    /// The type's base name without modifiers or array brackets, for operator choice
-    /// ("text", "jsonb", "tsvector", "int4range"...), and its category (pg_type.typcategory:
-    /// 'A' array, 'R' range, 'S' string, 'N' numeric, 'U' user/json..., 'E' enum, ...).
+    /// The type's base name without modifiers or array brackets, a domain's base type, as
+    /// format_type() spells it (schema-qualified outside pg_catalog), for operator choice
+    /// ("text", "jsonb", "tsvector", "int4range", "character varying"...), and its category
+    /// (pg_type.typcategory of the domain's base type: 'A' array, 'R' range, 'S' string,
+    /// 'N' numeric, 'U' user/json..., 'E' enum, ...).
     std::string base_type;
     char category = 'U';
     bool is_array = false;
