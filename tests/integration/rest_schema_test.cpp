@@ -502,9 +502,8 @@ TEST_CASE("a schema the catalog statement is not given stays out of the cache", 
     CHECK(e.code() == "PGRST205");
 }
 
-// TODO(issue 32, constraint rename): once the migration renames awp's composite keys to the
-// names the original UI writes, set this to "tasks_assignee_agent_id_fkey".
-constexpr const char* kTaskAssigneeKey = "tasks_tenant_id_assignee_agent_id_fkey";
+// sql/0028 renamed awp's composite tenant keys to the names the original UI's embed hints use.
+constexpr const char* kTaskAssigneeKey = "tasks_assignee_agent_id_fkey";
 
 TEST_CASE("awp's own schema: the UI's embeds of tasks and agents resolve", "[rest]") {
     scoped_database db;
@@ -525,4 +524,16 @@ TEST_CASE("awp's own schema: the UI's embeds of tasks and agents resolve", "[res
           cardinality::one_to_many);
     CHECK(sc.find_table(t).primary_key == std::vector<std::string>{"id"});
     CHECK(sc.functions.count({"public", "routine_next_occurrence"}) == 1);
+    // The other hints the original UI writes (data-api.md) resolve on awp's schema too.
+    CHECK(sc.find_relationship({"public", "routines"}, "agents", "routines_agent_id_fkey")
+              .is_to_one());
+    CHECK(sc.find_relationship({"public", "agent_inbox_items"}, "agents",
+                               "agent_inbox_items_agent_id_fkey")
+              .is_to_one());
+    CHECK(sc.find_relationship({"public", "agent_inbox_items"}, "contacts",
+                               "agent_inbox_items_contact_id_fkey")
+              .is_to_one());
+    CHECK(sc.find_relationship({"public", "collection_records"}, "collections",
+                               "collection_records_collection_id_fkey")
+              .is_to_one());
 }
