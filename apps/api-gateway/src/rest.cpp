@@ -266,7 +266,7 @@ net::awaitable<response> gateway::rest_request(request r) {
             }
             std::optional<rest::api_error> late;
             try {
-                out = rest::respond(prepared, row, planned, opts);
+                out = rest::respond(prepared, std::move(row), planned, opts);
             } catch (const rest::api_error& e) {
                 late = e;
             }

@@ -375,7 +375,14 @@ void connection::exec_script(std::string_view sql) {
 net::posix::stream_descriptor& connection::socket(const net::any_io_executor& ex) {
     const int fd = PQsocket(conn_.get());
     if (fd < 0) throw_connection_error("no socket");
-    if (!socket_ || socket_->native_handle() != fd || socket_->get_executor() != ex) {
+    // Rebound only for another socket or another io_context: a pooled connection serves one
+    // request (strand) after another, and registering its descriptor with epoll again for each
+    // one cost two epoll_ctl calls per statement. Completions still run on the awaiting
+    // coroutine's own executor (use_awaitable), whichever executor the descriptor was made on.
+    const auto& mine =
+        socket_ ? &net::query(socket_->get_executor(), net::execution::context) : nullptr;
+    if (!socket_ || socket_->native_handle() != fd ||
+        mine != &net::query(ex, net::execution::context)) {
         release_socket();
         socket_ = std::make_unique<net::posix::stream_descriptor>(ex, fd);
     }

@@ -120,7 +120,7 @@ std::optional<std::int64_t> planned_rows(std::string_view explain_json) {
     return static_cast<std::int64_t>(rows->value.GetDouble());
 }
 
-outcome respond(const prepared& p, const main_row& row, std::optional<std::int64_t> planned,
+outcome respond(const prepared& p, main_row row, std::optional<std::int64_t> planned,
                 const options& o) {
     const auto& r = p.req;
     const auto n = row.page_total;
@@ -156,7 +156,7 @@ outcome respond(const prepared& p, const main_row& row, std::optional<std::int64
     };
     if (p.out.kind == media::plan) {
         out.status = 200;
-        out.body = row.body;
+        out.body = std::move(row.body);
         with_type();
         return out;
     }
@@ -194,7 +194,7 @@ outcome respond(const prepared& p, const main_row& row, std::optional<std::int64
                 add("Content-Type", "application/json; charset=utf-8");
                 break;
             }
-            if (!r.head) out.body = row.body;
+            if (!r.head) out.body = std::move(row.body);
             with_type();
             break;
         }
@@ -211,7 +211,7 @@ outcome respond(const prepared& p, const main_row& row, std::optional<std::int64
             add("Content-Range",
                 content_range(1, 0, counted ? std::optional<std::int64_t>(n) : std::nullopt));
             if (r.prefer.ret == prefer_return::representation) {
-                out.body = row.body;
+                out.body = std::move(row.body);
                 with_type();
             }
             break;
@@ -220,7 +220,7 @@ outcome respond(const prepared& p, const main_row& row, std::optional<std::int64
             const auto inserted = to_int(row.inserted);
             if (r.prefer.ret == prefer_return::representation) {
                 out.status = inserted && *inserted > 0 ? 201 : 200;
-                out.body = row.body;
+                out.body = std::move(row.body);
                 with_type();
             } else {
                 out.status = 204;
@@ -239,7 +239,7 @@ outcome respond(const prepared& p, const main_row& row, std::optional<std::int64
             }
             if (r.prefer.ret == prefer_return::representation) {
                 out.status = 200;
-                out.body = row.body;
+                out.body = std::move(row.body);
                 with_type();
             } else {
                 out.status = 204;

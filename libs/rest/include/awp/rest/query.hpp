@@ -83,8 +83,8 @@ struct outcome {
 /// Shapes the answer. Throws api_error when the result breaks the request's contract (406
 /// PGRST116 for .single() on 0 or 2+ rows, PGRST124 past max-affected): the caller then
 /// rolls back. `planned` is the planner's row estimate (count=planned|estimated).
-[[nodiscard]] outcome respond(const prepared& p, const main_row& row,
-                              std::optional<std::int64_t> planned, const options& o);
+[[nodiscard]] outcome respond(const prepared& p, main_row row, std::optional<std::int64_t> planned,
+                              const options& o);
 
 /// What a request's transaction is set up with before its statement, as PostgREST does: the
 /// role, the verified claims (request.jwt.claims, and .claim.sub/.claim.role for older
