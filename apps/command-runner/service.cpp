@@ -1,7 +1,8 @@
 // The command runner service (docs/command-runner.md): start-up, the command queue as the shared
 // lease driver sees it (lease and start; the final transition, written with the next lease), and
-// the wiring of LISTEN, housekeeping and auth flows. What an action does is executor.cpp and
-// auth_flows.cpp; they return an outcome and the driver writes it.
+// the wiring of LISTEN, housekeeping and auth flows. What an action does is executor.cpp,
+// runtime_ops.cpp and auth_flows.cpp; they return an outcome, conclude() settles it (the one
+// exit, outcome.hpp) and the driver writes it.
 #include "service.hpp"
 
 #include <algorithm>
