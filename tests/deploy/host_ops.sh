@@ -10,7 +10,9 @@
 set -euo pipefail
 src=$1
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+server=
+# The stand-in path unit ends with the script, whatever ends it.
+trap 'rc=$?; if [[ -n $server ]]; then kill "$server" 2>/dev/null || true; fi; wait 2>/dev/null || true; rm -rf "$work"; exit $rc' EXIT
 fail=0
 bad() { echo "FAIL: $*"; fail=1; }
 client=$src/deploy/runtime/host-op.sh
@@ -100,7 +102,7 @@ echo two >"$work/other/NEWS"
 git -C "$work/other" add NEWS
 git -C "$work/other" -c user.name=t -c user.email=t@t commit -qm two
 git -C "$work/other" push -q origin HEAD 2>/dev/null
-touch "$work/stop"; wait "$server"; rm -f "$work/stop"
+touch "$work/stop"; wait "$server"; server=; rm -f "$work/stop"
 AWP_REPO_DIR=$work/checkout serve &
 server=$!
 run_client update
@@ -111,5 +113,6 @@ grep -qx "installer --update $mode" "$work/checkout/installer.log" 2>/dev/null |
 
 touch "$work/stop"
 wait "$server"
+server=
 ((fail == 0)) && echo "host-ops: restarts, exit codes, refusals and the update checked"
 exit $fail
