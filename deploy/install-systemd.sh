@@ -5,6 +5,8 @@
 # generated, never overwritten), reloads systemd and enables awp.target. See docs/operations.md.
 # The wake relay awp-wake gets its unit and wake.env too, but awp.target does not want it: on the
 # one host that runs it for many gateway hosts, `systemctl enable --now awp-wake` (docs/wake.md).
+# awp.target also starts the agent runtime's gateway (awp-agent-runtime, as the agent user) and
+# awp-host-ops.path, the helper that restarts and updates what the runner's unit may not.
 #
 #   install-systemd.sh [--system|--user] [--bindir DIR] [--datadir DIR] [--now] [--no-enable]
 #   install-systemd.sh --render-only DIR [--system|--user] [--bindir DIR] [--datadir DIR]
@@ -22,6 +24,9 @@ bindir='' datadir='' docdir='' root='' render_only='' now=0 enable=1 update=0 mo
 daemons=(awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler)
 # Rendered and configured like the daemons, started only where an operator enables them.
 optional=(awp-wake)
+# Not daemons of awp's but started with them (awp.target wants them): the runtime's gateway and
+# the host-operations helper (a path unit and the oneshot it starts).
+companions=(awp-agent-runtime awp-host-ops)
 
 die() { echo "install-systemd: $*" >&2; exit 2; }
 say() { echo "install-systemd: $*" >&2; }
@@ -69,10 +74,17 @@ if [[ -z $docdir ]]; then
   if [[ -d $here/../docs ]]; then docdir=$(cd "$here/../docs" && pwd); else docdir=$(cd "$here/../doc/awp" 2>/dev/null && pwd || echo /usr/share/doc/awp); fi
 fi
 
+# The host-operations helper's script: in the data folder (a package's is root's); a system
+# install from a checkout runs a root-owned copy instead (below), since it runs as root.
+host_ops=$datadir/systemd/host-ops.sh
+
 render() {  # render <mode> <out dir>
   local m=$1 out=$2 run_as wanted_by runtime_rw agent_user runner_secrets workspaces f name
+  local run_as_agent runtime_state
   if [[ $m == system ]]; then
     run_as='User=awp\nGroup=awp'
+    run_as_agent='User=awp-agent\nGroup=awp-agent'
+    runtime_state=/var/lib/awp/.openclaw
     wanted_by=multi-user.target
     # The runtime's state belongs to the agent user awp-agent (group awp, setgid, 2770).
     runtime_rw='ReadWritePaths=-/var/lib/awp/.openclaw'
@@ -85,6 +97,8 @@ render() {  # render <mode> <out dir>
     workspaces='Environment=AWP_WORKSPACES_DIR=/var/lib/awp/workspaces\nReadWritePaths=-/var/lib/awp/workspaces'
   else
     run_as='# Runs as the user of this user manager.'
+    run_as_agent='# User units: the runtime runs as this user (AGENT_USER needs the system units).'
+    runtime_state=%h/.openclaw
     wanted_by=default.target
     runtime_rw='ReadWritePaths=-%h/.openclaw'
     agent_user='# User units: agents run as this user (AGENT_USER needs the system units).'
@@ -98,7 +112,8 @@ render() {  # render <mode> <out dir>
         -e "s|@AWP_DOCDIR@|$docdir|g" -e "s|@AWP_RUN_AS@|$run_as|g" \
         -e "s|@AWP_WANTED_BY@|$wanted_by|g" -e "s|@AWP_RUNTIME_RW@|$runtime_rw|g" \
         -e "s|@AWP_AGENT_USER@|$agent_user|g" -e "s|@AWP_RUNNER_SECRETS@|$runner_secrets|g" \
-        -e "s|@AWP_WORKSPACES@|$workspaces|g" \
+        -e "s|@AWP_WORKSPACES@|$workspaces|g" -e "s|@AWP_RUN_AS_AGENT@|$run_as_agent|g" \
+        -e "s|@AWP_RUNTIME_STATE@|$runtime_state|g" -e "s|@AWP_HOST_OPS@|$host_ops|g" \
         "$f" >"$out/$name.tmp"
     chmod 0644 "$out/$name.tmp"
     mv -f "$out/$name.tmp" "$out/$name"
@@ -196,8 +211,14 @@ done
 if [[ -n $packaged ]]; then
   say "using the units installed in $packaged"
 else
+  if [[ $mode == system ]]; then
+    # The helper runs as root: its script a root-owned copy, never one in a user's checkout.
+    install -d "$root/usr/local/lib/awp"
+    install -m 0755 "$templates/host-ops.sh" "$root/usr/local/lib/awp/host-ops.sh"
+    host_ops=/usr/local/lib/awp/host-ops.sh
+  fi
   render "$mode" "$unit_dir"
-  say "wrote ${#daemons[@]} units, awp.target and ${optional[*]} (not wanted by the target) to $unit_dir (binaries in $bindir)"
+  say "wrote ${#daemons[@]} units, awp.target, ${companions[*]} and ${optional[*]} (not wanted by the target) to $unit_dir (binaries in $bindir)"
 fi
 
 # 2. The service user (system mode): its home is the state directory, where the agent runtime
@@ -260,6 +281,31 @@ if [[ ! -f $confdir/gateway.env ]]; then
   fi
   mv "$confdir/gateway.env.tmp" "$confdir/gateway.env"
 fi
+# The host-operations helper: the checkout update_gateway pulls (this one, when it is a checkout).
+if [[ ! -f $confdir/host-ops.env ]]; then
+  {
+    echo "# awp-host-ops (deploy/systemd/host-ops.sh): what update_gateway pulls and re-installs."
+    if [[ -e $here/../.git ]]; then
+      echo "AWP_REPO_DIR=$(cd "$here/.." && pwd)"
+    else
+      echo "# Installed from a package: no checkout; update it with the package manager."
+      echo "#AWP_REPO_DIR=/path/to/awp"
+    fi
+  } >"$confdir/host-ops.env.tmp"
+  chmod 0600 "$confdir/host-ops.env.tmp"
+  mv "$confdir/host-ops.env.tmp" "$confdir/host-ops.env"
+fi
+# The runtime's gateway reads this file alone (none of awp.env's secrets reach an agent process).
+if [[ ! -f $confdir/agent-runtime.env ]]; then
+  cat >"$confdir/agent-runtime.env.tmp" <<'RUNTIME'
+# awp-agent-runtime: the agent runtime's gateway, as the agent user. Only this file is read:
+# awp.env's secrets never reach an agent process. The same CLI as AGENT_RUNTIME in awp.env:
+AGENT_RUNTIME=openclaw
+# The runtime's own settings (provider keys it reads from its environment, OPENCLAW_*), if any.
+RUNTIME
+  chmod 0600 "$confdir/agent-runtime.env.tmp"
+  mv "$confdir/agent-runtime.env.tmp" "$confdir/agent-runtime.env"
+fi
 for d in "${daemons[@]}" "${optional[@]}"; do
   f=$confdir/${d#awp-}.env
   if [[ ! -f $f ]]; then
@@ -298,7 +344,10 @@ if ((update)); then
   for d in "${optional[@]}"; do
     if [[ -f ${packaged:-$unit_dir}/$d.service ]]; then units+=("$d.service"); fi
   done
+  units+=(awp-agent-runtime.service)
   "${systemctl[@]}" --no-block try-restart "${units[@]}"
+  # An install older than the helper: start it (the target wants it from now on).
+  "${systemctl[@]}" --no-block start awp-host-ops.path
   say "updated: units rendered again, settings kept, running daemons restarting"
   exit 0
 fi

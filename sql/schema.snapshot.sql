@@ -239,6 +239,7 @@ table public.agents (owner postgres), row level security
   column meta jsonb NOT NULL DEFAULT '{}'::jsonb
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column error text
   constraint agents_config_check CHECK (jsonb_typeof(config) = 'object'::text)
   constraint agents_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE SET NULL (gateway_id)
   constraint agents_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
@@ -1137,6 +1138,9 @@ function public.awp_check_search_args(p_fn text, p_match_count integer, p_filter
 function public.awp_check_time_zone(p_timezone text)
   returns text, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function public.awp_command_agent_state(p_command_id uuid, p_lease_token uuid, p_agent_slug text, p_state jsonb)
+  returns boolean, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_command_for_transition(p_command_id uuid, p_verb text, p_expected public.command_status[], p_lease_token uuid)
   returns public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE

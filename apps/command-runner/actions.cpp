@@ -31,7 +31,8 @@ const std::regex kModel(
 const std::regex kPairingCode("^[A-Za-z0-9_-]{1,100}$");
 const std::regex kDigits("^[0-9]{1,32}$");
 const std::regex kTimezone("^[A-Za-z][A-Za-z0-9_+-]{0,39}(/[A-Za-z0-9][A-Za-z0-9_+-]{0,39}){0,3}$");
-const std::regex kTemplate("^[A-Za-z0-9][A-Za-z0-9._/-]{0,99}$");
+// A template's name: one folder of the templates, one branch template/<name> of their repository.
+const std::regex kTemplate("^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$");
 const std::regex kSessionId("^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$");
 const std::regex kSourceAction("^[a-z][a-z0-9_.-]{0,63}$");
 const std::regex kUrl("^https?://[^\\s\"'<>]{1,2040}$");
@@ -217,11 +218,13 @@ plan plan_provision(const command_row& cmd, const runner_config& cfg, const payl
     };
     put("discord_server_id", p.text("discord_server_id", 32, &kDigits, "a numeric Discord id"));
     put("discord_user_id", p.text("discord_user_id", 32, &kDigits, "a numeric Discord id"));
-    const auto tmpl =
-        p.text("source_template", 100, &kTemplate, "a template name ([A-Za-z0-9._/-])");
-    if (tmpl && tmpl->find("..") != std::string::npos)
-        p.fail("payload field \"source_template\" must not contain \"..\"");
-    put("source_template", tmpl);
+    if (const auto tmpl = p.text("source_template", 120)) {
+        try {
+            out.fields["source_template"] = template_name(*tmpl);
+        } catch (const invalid_command& e) {
+            p.fail(e.what());
+        }
+    }
     put("name", p.text("name", 200));
     put("description", p.text("description", 2000));
     put("emoji", p.text("emoji", 32));
@@ -238,6 +241,20 @@ std::string profile_id(const std::string& provider, const std::string& profile_n
 }
 
 }  // namespace
+
+std::string template_name(const std::string& given) {
+    // The templates endpoint lists each with "id" <name> and "branch" template/<name>: both
+    // name the same template.
+    std::string name = given;
+    if (name.rfind("template/", 0) == 0) name = name.substr(9);
+    if (!std::regex_match(name, kTemplate) || name.find("..") != std::string::npos) {
+        throw invalid_command(
+            "payload field \"source_template\" must be a template's branch (template/<name>) or "
+            "name ([A-Za-z0-9._-], no \"..\"), as GET /api/agents/templates lists them; got \"" +
+            given + "\"");
+    }
+    return name;
+}
 
 bool is_uuid(const std::string& s) { return std::regex_match(s, kUuid); }
 bool is_agent_slug(const std::string& s) {
@@ -273,6 +290,18 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         return out;
     }
     if (a == "update_all") return spawn_plan(cfg, {script(cfg, "update-all-agents.sh")});
+    if ((a == "restart_gateway" || a == "restart_dispatcher" || a == "update_gateway") &&
+        cfg.mode == runtime_mode::service_manager && !cfg.host_ops_dir.empty()) {
+        // The host's awp-host-ops helper runs it with the rights this runner's unit has not
+        // (deploy/systemd: system units restart and update as root). Nothing else is asked.
+        const char* op = a == "restart_gateway"      ? "restart-runtime"
+                         : a == "restart_dispatcher" ? "restart-dispatcher"
+                                                     : "update";
+        plan out = host_plan(cfg, {script(cfg, "host-op.sh"), op});
+        // An update pulls, renders and restarts: more than a command's usual time.
+        if (a == "update_gateway") out.timeout = std::max(out.timeout, std::chrono::seconds(600));
+        return out;
+    }
     if (a == "restart_gateway") {
         if (cfg.mode == runtime_mode::container) {
             return host_plan(cfg, compose(cfg, {"restart", "agent-runtime"}));
@@ -325,6 +354,14 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
     }
     if (a == "list_models") {
         const auto provider = p.text("provider", 64, &kProvider, "a provider id ([a-z0-9._-])");
+        if (!provider) {
+            // The spec: all connected providers, not the runtime's whole catalogue.
+            plan out;
+            out.kind = plan_kind::list_models;
+            out.timeout = cfg.command_timeout();
+            out.json_output = true;
+            return out;
+        }
         plan out = spawn_plan(cfg, rt.list_models(provider));
         out.json_output = true;
         return out;
@@ -400,8 +437,21 @@ plan plan_command(const command_row& cmd, const runner_config& cfg) {
         const std::string name =
             p.text("profile_name", 64, &kProfileName, "a profile name ([A-Za-z0-9._-])")
                 .value_or("default");
-        return spawn_plan(
-            cfg, rt.auth_order(provider, profile_id(provider, name), row_agent_id(cmd, p)));
+        plan out;
+        out.kind = plan_kind::auth_set_default;
+        out.timeout = cfg.command_timeout();
+        out.json_output = true;
+        out.fields["provider"] = provider;
+        out.fields["profile_name"] = name;
+        if (auto id = row_agent_id(cmd, p)) out.fields["agent_id"] = *id;
+        // awp's own field: which of the provider's models becomes the default (else the
+        // current one when it is the provider's, else the first its catalogue offers).
+        if (auto m = p.text("model", 300, &kModel, "a full model id <provider>/<model_name>")) {
+            if (m->rfind(provider + "/", 0) != 0)
+                p.fail("payload field \"model\" must be a model of provider \"" + provider + "\"");
+            out.fields["model"] = *m;
+        }
+        return out;
     }
     if (a == "source_write") {
         plan out;

@@ -32,14 +32,16 @@ struct step {
 };
 
 enum class plan_kind {
-    spawn,            // run `steps` one after another; stop at the first failure
-    provision,        // the runtime CLI steps of a new agent, built when its secrets are synced
-    auth_start,       // interactive login in the background (fields: provider, profile_name, mode)
-    auth_paste,       // feed `value` to the flow of parent_command_id
-    auth_remove,      // delete a profile from every agent's auth store (field: profile_id)
-    set_agent_model,  // edit the agent's entry in the runtime config (agent_slug, model, thinking)
-    source_write,     // provider action (connection_id, action, params)
-    upload_file,      // write a file into the agent's workspace (path, content bytes, mode)
+    spawn,             // run `steps` one after another; stop at the first failure
+    provision,         // the runtime CLI steps of a new agent, built when its secrets are synced
+    auth_start,        // interactive login in the background (fields: provider, profile_name, mode)
+    auth_paste,        // feed `value` to the flow of parent_command_id
+    auth_remove,       // delete a profile from every agent's auth store (field: profile_id)
+    set_agent_model,   // edit the agent's entry in the runtime config (agent_slug, model, thinking)
+    source_write,      // provider action (connection_id, action, params)
+    upload_file,       // write a file into the agent's workspace (path, content bytes, mode)
+    list_models,       // the catalogue of the connected providers (no provider given)
+    auth_set_default,  // profile first in its provider's order, the default model that provider's
 };
 
 struct plan {
@@ -54,6 +56,10 @@ struct plan {
 
 /// Validates the command and returns what to do. Throws invalid_command.
 plan plan_command(const command_row& cmd, const runner_config& cfg);
+
+/// A provision's source_template as the templates endpoint gives it (its "branch",
+/// template/<name>, or its "id", <name>) → the template's name; throws invalid_command.
+std::string template_name(const std::string& given);
 
 /// Safe-format checks shared with tests.
 bool is_uuid(const std::string& s);

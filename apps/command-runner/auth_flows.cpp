@@ -161,13 +161,14 @@ net::awaitable<void> auth_flows::follow(std::shared_ptr<auth_flow> flow) {
     proc::process_result r = co_await flow->process->async_wait();
     flow->callback_holder.reset();
     flows_.erase(flow->cmd.id);
+    // Redacted here too: the state's error is a payload value, which settle() does not touch.
     std::vector<std::string> secrets = secrets_.for_command(flow->cmd);
     secrets.insert(secrets.end(), flow->secrets.begin(), flow->secrets.end());
-    const std::string out = keep(runtime::strip_terminal(r.out), secrets, kAuthOutputLimit);
     const std::string profile = flow->provider + ":" + flow->profile_name;
+    command_outcome o;
     if (r.success()) {
-        const std::string state = auth_state({{"stage", "completed"}, {"profileId", profile}});
-        co_await io_.write_outcome(db, flow->cmd, command_outcome::success(out, "", state));
+        o = command_outcome::success(r.out, "",
+                                     auth_state({{"stage", "completed"}, {"profileId", profile}}));
         log::info("auth flow completed", {{"command_id", flow->cmd.id}, {"profile", profile}});
     } else {
         std::string error;
@@ -184,11 +185,14 @@ net::awaitable<void> auth_flows::follow(std::shared_ptr<auth_flow> flow) {
             const std::string why = runtime::error_line("", redact(r.out, secrets));
             if (!why.empty()) error += ": " + why;
         }
-        const std::string state = auth_state({{"stage", "failed"}, {"error", error}});
-        co_await io_.write_outcome(db, flow->cmd,
-                                   command_outcome::failure(error, code_out, out, "", state));
+        o = command_outcome::failure(error, code_out, r.out, "",
+                                     auth_state({{"stage", "failed"}, {"error", error}}));
         log::warn("auth flow failed", {{"command_id", flow->cmd.id}, {"error", error}});
     }
+    // The login's output, settled with the values pasted into it (never stored).
+    o.out_limit = kAuthOutputLimit;
+    o.secrets = flow->secrets;
+    co_await io_.write_outcome(db, flow->cmd, std::move(o));
     ended_.set();
 }
 
@@ -198,21 +202,19 @@ net::awaitable<command_outcome> auth_flows::paste(command_row cmd, plan p) {
     if (it == flows_.end()) {
         co_return command_outcome::failure(
             "no auth flow in progress for command " + parent +
-                " on this runner (it finished, timed out, never started, or the runner restarted); "
-                "start a new auth_start",
-            std::nullopt, "", "", scrub_patch(cmd, false));
+            " on this runner (it finished, timed out, never started, or the runner restarted); "
+            "start a new auth_start");
     }
     std::shared_ptr<auth_flow> flow = it->second;
     const std::string value = p.fields.at("value");
     flow->secrets.push_back(value);
     const bool delivered = co_await flow->process->async_write(value + "\r");
     if (delivered) {
-        co_return command_outcome::success("Pasted to the auth flow of command " + parent + ".", "",
-                                           scrub_patch(cmd, true));
+        log::info("value pasted to an auth flow", {{"command_id", cmd.id}, {"flow", parent}});
+        co_return command_outcome::success("Pasted to the auth flow of command " + parent + ".");
     }
-    co_return command_outcome::failure(
-        "the auth flow of command " + parent + " ended before the value arrived", std::nullopt, "",
-        "", scrub_patch(cmd, false));
+    co_return command_outcome::failure("the auth flow of command " + parent +
+                                       " ended before the value arrived");
 }
 
 }  // namespace awp::runner

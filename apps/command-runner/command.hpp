@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,20 +33,27 @@ struct command_row {
     std::string lease_token;
 };
 
-/// What running a command came to: the final transition runner_service::handle() writes, or
-/// why there is none. The action code never writes a final transition of a leased command.
+/// What running a command came to, as the action code reports it: its outputs and error as they
+/// were printed (raw), which of them are JSON, and what else to redact. The action code never
+/// scrubs or writes it: settle() (outcome.hpp) is the one place that turns it into what a
+/// command's row stores, and the service the one place that writes that.
 struct command_outcome {
     enum class kind {
         done,        // complete_command
         failed,      // fail_command
         handed_off,  // an auth flow took the command over and finishes it on its own connection
         lease_lost,  // the lease could not be extended (logged); nothing ran, nothing to write
+        abandoned,   // the database stayed away before the action ran (logged); nothing ran,
+                     // nothing to write: the lease expiry settles the row
     };
     kind k = kind::done;
     std::optional<int> exit_code;  // done: 0 when unset
-    std::string error;             // failed: why (cut to kErrorLimit and cleaned when written)
-    std::string out, err;          // stdout and stderr as stored: already scrubbed (scrub.hpp)
-    std::string patch;             // payload patch (scrub_patch, the auth state); "" for none
+    std::string error;             // failed: why (raw; settle() redacts, cuts and cleans it)
+    std::string out, err;          // stdout and stderr as printed (raw)
+    std::string patch;             // the action's own payload patch (the auth state); "" for none
+    bool json_out = false;         // stdout is JSON: stored valid, trimmed by entries
+    std::size_t out_limit = 0;     // bytes kept of each output; 0: OUTPUT_LIMIT
+    std::vector<std::string> secrets;  // redacted besides the payload's and the synced ones
 
     static command_outcome success(std::string out = "", std::string err = "",
                                    std::string patch = "") {
@@ -72,6 +80,8 @@ struct command_outcome {
         o.k = k;
         return o;
     }
+    /// Nothing of it is written: an auth flow writes its own end, or nothing ran.
+    bool writes_nothing() const noexcept { return k != kind::done && k != kind::failed; }
 };
 
 /// What the action code may write of a leased command besides its outcome; implemented by the
@@ -86,8 +96,14 @@ public:
     /// Merges `patch` into the command's payload while it runs (the auth flow's stage).
     virtual net::awaitable<void> patch_payload(core::pg::session& db, command_row cmd,
                                                std::string patch) = 0;
-    /// Writes a done or failed outcome (nothing for the other kinds). On the lease loop's
-    /// connection it goes with the next lease; on any other (an auth flow's) at once.
+    /// The command's agent row while the command runs (provision: "provisioning"): `state` a
+    /// JSON object of status, error, model, thinking (awp_command_agent_state, sql/0030).
+    /// Logged, never thrown, when it cannot be written.
+    virtual net::awaitable<void> agent_state(core::pg::session& db, const command_row& cmd,
+                                             std::string agent_slug, std::string state) = 0;
+    /// Settles a done or failed outcome and writes it (nothing for the other kinds) at once: an
+    /// auth flow's end on its own connection. The lease loop's commands are written by the
+    /// queue driver, through the same settle.
     virtual net::awaitable<void> write_outcome(core::pg::session& db, command_row cmd,
                                                command_outcome o) = 0;
 };

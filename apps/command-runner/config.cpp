@@ -113,6 +113,17 @@ void add_options(core::daemon::cli& cli, runner_config& cfg, core::daemon::commo
                    "deploy/runtime: the add/update/remove agent scripts")
         ->envname("AWP_RUNTIME_SCRIPTS")
         ->capture_default_str();
+    app.add_option("--templates-dir", cfg.templates_dir,
+                   "Agent templates, one folder each (default: templates/ beside the scripts)")
+        ->envname("AWP_TEMPLATES_DIR");
+    app.add_option("--templates-repo", cfg.templates_repo,
+                   "Git repository the templates are published to, a branch template/<name> each "
+                   "(default: <OPENCLAW_STATE_DIR>/awp-templates.git)")
+        ->envname("AWP_TEMPLATES_REPO");
+    app.add_option("--host-ops-dir", cfg.host_ops_dir,
+                   "Request folder of the host's awp-host-ops helper (systemd units): "
+                   "service_manager restarts and updates go through it")
+        ->envname("AWP_HOST_OPS_DIR");
     app.add_option("--repo-dir", cfg.repo_dir,
                    "Checkout pulled by update_gateway in service_manager mode")
         ->envname("AWP_REPO_DIR")

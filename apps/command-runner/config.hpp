@@ -26,12 +26,12 @@ std::string normalize_api_url(std::string url);
 struct runner_config {
     std::string database_url;
     core::daemon::wake_options wake;  // WAKE_DATABASE_URL, WAKE_URL, WAKE_CA_FILE
-    std::string gateway_slug;   // GATEWAY_ID: this gateway's id or slug (resolved once)
-    std::string gateway_token;  // GATEWAY_TOKEN: first registration (secret)
-    std::string gateway_label;  // label given to consume_gateway_token
-    std::string tenant_id;      // TENANT_ID: optional; the gateway must belong to it
-    std::string state_dir;      // keeps the registration (gateway id and slug) across restarts
-    std::string instance;       // identity in leases and heartbeats
+    std::string gateway_slug;         // GATEWAY_ID: this gateway's id or slug (resolved once)
+    std::string gateway_token;        // GATEWAY_TOKEN: first registration (secret)
+    std::string gateway_label;        // label given to consume_gateway_token
+    std::string tenant_id;            // TENANT_ID: optional; the gateway must belong to it
+    std::string state_dir;  // keeps the registration (gateway id and slug) across restarts
+    std::string instance;   // identity in leases and heartbeats
 
     std::string gateway_api_url;  // GATEWAY_API_URL: this host's api-gateway (meta.api_url)
     runtime_mode mode = runtime_mode::container;
@@ -57,12 +57,30 @@ struct runner_config {
     /// AGENT_USER: the user every process of an agent runs as (the runtime CLI, run_shell, the
     /// agent scripts, template copies); it owns runtime_home. Unset: the runner's own user.
     std::optional<core::identity::user> agent_user;
-    std::string scripts_dir;         // deploy/runtime: add/update/remove/update-all agent scripts
-    std::string repo_dir;            // service_manager update_gateway: the checkout to pull
-    std::string service_role_key;    // secret: derives the secrets key (enc:v1)
-    std::string hosted_secrets_key;  // secret: the 32-byte key itself, when set
-    int auth_timeout_s = 300;        // auth flow ceiling
-    int callback_port = 1455;        // the runtime's OAuth callback port
+    std::string scripts_dir;  // deploy/runtime: add/update/remove/update-all agent scripts
+    /// AWP_TEMPLATES_DIR: the agent templates (one folder each, deploy/templates); default the
+    /// templates/ folder beside the scripts.
+    std::string templates_dir;
+    /// AWP_TEMPLATES_REPO: the git repository the templates are published to (a branch
+    /// template/<name> each, a commit per change) and the agents' workspaces track; default
+    /// <OPENCLAW_STATE_DIR>/awp-templates.git (the agent user's, who runs the scripts).
+    std::string templates_repo;
+    std::string scripts() const { return scripts_dir.empty() ? std::string(".") : scripts_dir; }
+    std::string templates() const {
+        return templates_dir.empty() ? scripts() + "/../templates" : templates_dir;
+    }
+    std::string template_repo() const {
+        return templates_repo.empty() ? runtime_home + "/awp-templates.git" : templates_repo;
+    }
+    std::string repo_dir;  // service_manager update_gateway: the checkout to pull
+    /// AWP_HOST_OPS_DIR: the request folder of the host's awp-host-ops helper (deploy/systemd):
+    /// when set, service_manager's restart_dispatcher, restart_gateway and update_gateway are
+    /// asked of that helper (it runs them with the rights the runner's unit does not have).
+    std::string host_ops_dir;
+    std::string service_role_key;          // secret: derives the secrets key (enc:v1)
+    std::string hosted_secrets_key;        // secret: the 32-byte key itself, when set
+    int auth_timeout_s = 300;              // auth flow ceiling
+    int callback_port = 1455;              // the runtime's OAuth callback port
     std::size_t output_limit = 16 * 1024;  // bytes kept per stream and command
     double safety_poll_s = 30;             // also the heartbeat period
     double secrets_interval_s = 300;

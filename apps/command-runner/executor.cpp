@@ -1,4 +1,5 @@
-// Running one leased command's action (executor.hpp).
+// Running one leased command's action (executor.hpp). The runtime operations that read the
+// runtime's answers between calls are in runtime_ops.cpp.
 #include "executor.hpp"
 
 #include <algorithm>
@@ -6,14 +7,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent_state.hpp"
 #include "awp/core/child_env.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/secrets.hpp"
 #include "awp/http/outbound.hpp"
-#include "awp/runtime/openclaw.hpp"
 #include "housekeeping.hpp"
 #include "local_ops.hpp"
+#include "pre_run.hpp"
 #include "scrub.hpp"
 #include "secrets.hpp"
 #include "sources.hpp"
@@ -51,6 +53,10 @@ proc::spawn_options child_options(const runner_config& cfg, const std::string& g
     o.env["OPENCLAW_STATE_DIR"] = cfg.runtime_home;
     o.env["AWP_SECRETS_DIR"] = cfg.secrets_dir;
     if (!cfg.workspaces_dir.empty()) o.env["AWP_WORKSPACES_DIR"] = cfg.workspaces_dir;
+    // The agent scripts publish the templates and keep the workspaces on their branches.
+    o.env["AWP_TEMPLATES_DIR"] = cfg.templates();
+    o.env["AWP_TEMPLATES_REPO"] = cfg.template_repo();
+    if (!cfg.host_ops_dir.empty()) o.env["AWP_HOST_OPS_DIR"] = cfg.host_ops_dir;
     o.env["AWP_GATEWAY"] = gateway_slug;
     // The runner's own credentials never reach a child: an allowlisted environment.
     core::child_env::apply(o);
@@ -68,15 +74,20 @@ std::vector<std::string> executor::redactions(const command_row& cmd) const {
     return hk_.secrets().for_command(cmd);
 }
 
-net::awaitable<std::string> executor::shared_runtime_id(const command_row& cmd, std::string slug,
-                                                        std::string id) {
-    auto r = co_await db_.query(
-        "SELECT a.slug FROM public.agents a JOIN public.agent_commands c ON c.gateway_id = "
-        "a.gateway_id AND c.tenant_id = a.tenant_id WHERE c.id = $1::uuid AND a.slug <> $2 "
-        "ORDER BY a.slug",
-        cmd.id, slug);
-    for (int i = 0; i < r.size(); ++i) {
-        const auto other = r.get<std::string>(i, 0);
+net::awaitable<std::optional<std::string>> executor::shared_runtime_id(const command_row& cmd,
+                                                                       std::string slug,
+                                                                       std::string id) {
+    // Parameters built apart from the co_await: GCC 12 miscompiles a braced list inside one.
+    core::pg::params params{cmd.id, slug};
+    const auto r = co_await read_before_run(
+        db_, cmd, std::string("agents of the gateway"),
+        std::string("SELECT a.slug FROM public.agents a JOIN public.agent_commands c ON "
+                    "c.gateway_id = a.gateway_id AND c.tenant_id = a.tenant_id WHERE c.id = "
+                    "$1::uuid AND a.slug <> $2 ORDER BY a.slug"),
+        std::move(params));
+    if (!r) co_return std::nullopt;
+    for (int i = 0; i < r->size(); ++i) {
+        const auto other = r->get<std::string>(i, 0);
         try {
             if (runtime::agent_id(other) == id) co_return other;
         } catch (const core::error&) {  // a slug the runtime cannot hold maps to no id
@@ -96,20 +107,20 @@ net::awaitable<command_outcome> executor::run_steps(command_row cmd, plan p) {
                           static_cast<int>(std::max<std::size_t>(1, p.steps.size())) +
                       60;
     if (!co_await io_.hold_for(db_, cmd, lease)) co_return lost();
+    if (p.kind == plan_kind::provision) {
+        // The agents row says so while it runs; its end (ready or error) goes with the outcome.
+        co_await io_.agent_state(db_, cmd, p.fields.at("agent_slug"), provisioning_state());
+    }
     if (p.sync_secrets_first) {
         // provision: the agent's env file must be current before the runtime reads it.
         const std::string failure = co_await hk_.sync(db_);
         if (!failure.empty()) {
-            const auto secrets = redactions(cmd);
             co_return command_outcome::failure(
-                keep("secrets sync failed, the agent's env file is not current: " + failure,
-                     secrets, kErrorLimit),
-                std::nullopt, "", "", scrub_patch(cmd, false));
+                "secrets sync failed, the agent's env file is not current: " + failure);
         }
     }
-    if (const std::string why = prepare_steps(cmd, p); !why.empty()) {
-        co_return command_outcome::failure(keep(why, redactions(cmd), kErrorLimit), std::nullopt,
-                                           "", "", scrub_patch(cmd, false));
+    if (std::string why = prepare_steps(cmd, p); !why.empty()) {
+        co_return command_outcome::failure(std::move(why));
     }
     const auto secrets = redactions(cmd);
     const auto deadline = std::chrono::steady_clock::now() + p.timeout;
@@ -163,22 +174,20 @@ net::awaitable<command_outcome> executor::run_steps(command_row cmd, plan p) {
     }
     if (ok && !p.success_stdout.empty() && out.find_first_not_of(" \r\n\t") == std::string::npos)
         out = p.success_stdout;
-    if (ok && p.kind == plan_kind::set_agent_model) out += co_await reload_session(p);
+    std::string patch;
+    if (ok && p.kind == plan_kind::set_agent_model) patch = co_await reload_session(p);
     if (ok && field(p, "check") == std::optional<std::string>("gateway_restart")) {
         if (auto why = runtime::restart_failure(out)) {
             ok = false;
             error = "restart_gateway: " + *why;
         }
     }
-    std::string kept_out = keep_stdout(out, secrets, p.json_output, cfg_.output_limit);
-    std::string kept_err = keep(err, secrets, cfg_.output_limit);
-    if (ok) {
-        co_return command_outcome::success(std::move(kept_out), std::move(kept_err),
-                                           scrub_patch(cmd, true));
-    }
-    co_return command_outcome::failure(keep(error, secrets, kErrorLimit), exit_code,
-                                       std::move(kept_out), std::move(kept_err),
-                                       scrub_patch(cmd, false));
+    command_outcome o =
+        ok ? command_outcome::success(std::move(out), std::move(err))
+           : command_outcome::failure(std::move(error), exit_code, std::move(out), std::move(err));
+    o.patch = std::move(patch);
+    o.json_out = p.json_output;
+    co_return o;
 }
 
 std::string executor::prepare_steps(const command_row& cmd, plan& p) {
@@ -203,6 +212,13 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
     const std::string id = p.fields.at("agent_id");
     const std::string channel = p.fields.at("channel");
     const std::string workspace = cfg_.workspace(slug);
+    std::optional<std::string> template_name = field(p, "source_template");
+    if (template_name) {
+        const std::string dir = cfg_.templates() + "/" + *template_name;
+        if (!std::filesystem::is_directory(dir))
+            return "provision: template \"" + *template_name +
+                   "\" does not exist on this gateway (" + dir + ")";
+    }
     std::string token_file;
     if (channel != "none") {
         // The runtime reads the bot token from a file awp keeps (0600), never from argv.
@@ -229,14 +245,12 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
     }
     add(rt.add_agent(id, workspace, field(p, "model")));
     if (auto c = rt.set_identity(id, field(p, "name"), field(p, "emoji"))) add(std::move(*c));
-    if (const auto t = field(p, "source_template")) {
-        const std::string dir = (cfg_.scripts_dir.empty() ? std::string(".") : cfg_.scripts_dir) +
-                                "/../templates/" + *t;
-        if (!std::filesystem::is_directory(dir))
-            return "provision: template \"" + *t + "\" does not exist on this gateway (" + dir +
-                   ")";
-        // The template's files over the runtime's seed files; argv only, no shell.
-        p.steps.push_back({{"cp", "-R", "--", dir + "/.", workspace}, std::nullopt});
+    if (template_name) {
+        // The workspace becomes a checkout of the template's branch: its files over the
+        // runtime's seed files, and `update` merges the template's later versions into it.
+        p.steps.push_back(
+            {{cfg_.scripts() + "/checkout-template.sh", slug, "template/" + *template_name},
+             std::nullopt});
     }
     if (!token_file.empty()) {
         add(rt.add_channel(channel, id, token_file));
@@ -259,60 +273,6 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
     return "";
 }
 
-net::awaitable<std::string> executor::reload_session(const plan& p) {
-    proc::spawn_options o = child(
-        cfg_.runtime.session_patch(p.fields.at("agent_id"), field(p, "model"), field(p, "thinking"))
-            .argv);
-    o.timeout = std::chrono::seconds(30);
-    try {
-        const auto r = co_await proc::async_run(o);
-        if (r.success()) co_return "\nsession agent:" + p.fields.at("agent_id") + ":main reloaded";
-        co_return "\nsession not reloaded (the new settings apply to its next turn): " +
-            runtime::error_line(r.err, r.out);
-    } catch (const proc::spawn_error& e) {
-        co_return std::string("\nsession not reloaded: ") + e.what();
-    }
-}
-
-net::awaitable<std::string> executor::remove_profile(const std::string& id) {
-    const runtime::cli& rt = cfg_.runtime;
-    if (rt.kind() == runtime::dialect::v2026_6) {
-        int n = 0;
-        {
-            // As the agent user, who owns the runtime's state (no await in between).
-            const core::identity::as_user_files as_agent(cfg_.agent_user);
-            n = runtime::remove_auth_profile(cfg_.runtime_home, id);
-        }
-        if (n == 0) throw local_op_error("profile " + id + " not found in any agent's auth store");
-        co_return "Removed " + id + " from " + std::to_string(n) + " auth store(s)";
-    }
-    // 2026.9: the CLI removes it, agent by agent (agents.entries of its config).
-    auto doc = core::json::try_parse(read_runtime_file(cfg_.runtime_home + "/openclaw.json"),
-                                     core::json::kDocument);
-    std::vector<std::string> agents;
-    if (doc && doc->IsObject() && doc->HasMember("agents") && (*doc)["agents"].IsObject()) {
-        const auto& a = (*doc)["agents"];
-        if (a.HasMember("entries") && a["entries"].IsObject())
-            for (const auto& m : a["entries"].GetObject()) agents.emplace_back(m.name.GetString());
-    }
-    int removed = 0;
-    std::string last;
-    for (const auto& agent : agents) {
-        proc::spawn_options o = child(rt.auth_logout(id, agent)->argv);
-        o.timeout = cfg_.command_timeout();
-        const auto r = co_await proc::async_run(o);
-        if (r.success()) {
-            ++removed;
-        } else {
-            last = runtime::error_line(r.err, r.out);
-        }
-    }
-    if (removed == 0)
-        throw local_op_error("profile " + id + " not removed from any agent" +
-                             (last.empty() ? std::string() : ": " + last));
-    co_return "Removed " + id + " from " + std::to_string(removed) + " agent(s)";
-}
-
 net::awaitable<command_outcome> executor::run_local(command_row cmd, plan p) {
     if (!co_await io_.hold_for(db_, cmd, static_cast<int>(p.timeout.count()) + 60))
         co_return lost();
@@ -330,36 +290,46 @@ net::awaitable<command_outcome> executor::run_local(command_row cmd, plan p) {
     } catch (const std::exception& e) {
         error = e.what();
     }
-    const auto secrets = redactions(cmd);
-    if (error.empty()) {
-        co_return command_outcome::success(keep(out, secrets, cfg_.output_limit), "",
-                                           scrub_patch(cmd, true));
+    if (error.empty()) co_return command_outcome::success(std::move(out));
+    co_return command_outcome::failure(std::move(error));
+}
+
+net::awaitable<command_outcome> executor::run_runtime_op(command_row cmd, plan p) {
+    // Two or three runtime calls, each within the plan's timeout.
+    const int lease = static_cast<int>(p.timeout.count()) * 3 + 60;
+    const bool held = co_await io_.hold_for(db_, cmd, lease);
+    if (!held) co_return lost();
+    // Each awaited on its own statement (GCC 12 mishandles some co_return co_await forms).
+    command_outcome o;
+    if (p.kind == plan_kind::list_models) {
+        o = co_await connected_models(cmd, p);
+    } else {
+        o = co_await set_default_provider(cmd, p);
     }
-    co_return command_outcome::failure(keep(error, secrets, kErrorLimit), std::nullopt, "", "",
-                                       scrub_patch(cmd, false));
+    co_return o;
 }
 
 net::awaitable<command_outcome> executor::run_source_write(command_row cmd, plan p) {
     const std::string conn_id = p.fields.at("connection_id");
-    auto r = co_await db_.query(
-        "SELECT provider, writable, config::text, status FROM public.source_connections WHERE id = "
-        "$1::uuid AND "
-        "tenant_id = $2::uuid",
-        conn_id, cmd.tenant_id);
-    std::string refuse;
-    if (r.empty()) {
-        refuse = "source_write: connection " + conn_id + " not found";
-    } else if (!r.get<bool>(0, 1)) {
-        refuse = "source_write: connection " + conn_id +
-                 " is not writable (writable = false); nothing was executed";
+    core::pg::params params{conn_id, cmd.tenant_id};
+    const auto r = co_await read_before_run(
+        db_, cmd, std::string("source connection"),
+        std::string("SELECT provider, writable, config::text, status FROM "
+                    "public.source_connections WHERE id = $1::uuid AND tenant_id = $2::uuid"),
+        std::move(params));
+    if (!r) co_return command_outcome::of(command_outcome::kind::abandoned);
+    if (r->empty()) {
+        co_return command_outcome::failure("source_write: connection " + conn_id + " not found");
     }
-    if (!refuse.empty()) {
-        co_return command_outcome::failure(refuse);
+    if (!r->get<bool>(0, 1)) {
+        co_return command_outcome::failure(
+            "source_write: connection " + conn_id +
+            " is not writable (writable = false); nothing was executed");
     }
     source_call call;
     call.connection_id = conn_id;
-    call.provider = r.get<std::string>(0, 0);
-    call.config = r.get<std::string>(0, 2);
+    call.provider = r->get<std::string>(0, 0);
+    call.config = r->get<std::string>(0, 2);
     call.action = p.fields.at("action");
     call.params = p.fields.at("params");
     call.timeout = p.timeout;
@@ -376,16 +346,18 @@ net::awaitable<command_outcome> executor::run_source_write(command_row cmd, plan
         co_return lost();
     call.credentials = source_credentials(read_env_file(cfg_.secrets_dir + "/gateway.env"),
                                           call.provider, conn_id);
-    std::vector<std::string> secrets = redactions(cmd);
-    for (const auto& [k, v] : call.credentials) secrets.push_back(v);
+    std::vector<std::string> credentials;
+    for (const auto& [k, v] : call.credentials) credentials.push_back(v);
     std::string out, error;
     try {
         out = co_await provider->execute(call);
     } catch (const std::exception& e) {
         error = e.what();
     }
-    if (error.empty()) co_return command_outcome::success(keep(out, secrets, cfg_.output_limit));
-    co_return command_outcome::failure(keep(error, secrets, kErrorLimit));
+    command_outcome o = error.empty() ? command_outcome::success(std::move(out))
+                                      : command_outcome::failure(std::move(error));
+    o.secrets = std::move(credentials);  // never stored, whatever the provider echoes
+    co_return o;
 }
 
 }  // namespace awp::runner

@@ -54,4 +54,12 @@ inline constexpr const char* kPatchPayload =
     "SELECT 1 FROM public.patch_command_payload(p_command_id => $1::uuid, p_patch => $2::jsonb, "
     "p_lease_token => $3::uuid)";
 
+/// The command's agents row (status, error, model, thinking: the keys of $4 that are present)
+/// while the command holds its lease (awp_command_agent_state, sql/0030): only provision and
+/// set_agent_model, only an agent of the command's gateway the command names. Returns whether a
+/// row was changed. $1 command id, $2 lease token, $3 agent slug, $4 state (JSON object).
+inline constexpr const char* kAgentState =
+    "SELECT public.awp_command_agent_state(p_command_id => $1::uuid, p_lease_token => $2::uuid, "
+    "p_agent_slug => $3, p_state => $4::jsonb)";
+
 }  // namespace awp::runner::sql

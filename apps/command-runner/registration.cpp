@@ -126,8 +126,8 @@ net::awaitable<std::vector<dead_run>> recover_dead_runs(pg::session& db,
     std::vector<dead_run> dead_runs;
     const std::string me_host = hostname() + ":awp-command-runner:";
     auto r = co_await db.query(
-        "SELECT id::text, status::text, leased_by, lease_token::text, action::text FROM "
-        "public.agent_commands "
+        "SELECT id::text, status::text, leased_by, lease_token::text, action::text, "
+        "tenant_id::text, agent_slug, payload::text FROM public.agent_commands "
         "WHERE gateway_id = $1 AND status IN ('leased', 'running') AND leased_by IS NOT NULL",
         gateway_id);
     for (int i = 0; i < r.size(); ++i) {
@@ -146,6 +146,10 @@ net::awaitable<std::vector<dead_run>> recover_dead_runs(pg::session& db,
         cmd.id = r.get<std::string>(i, 0);
         cmd.lease_token = r.get<std::string>(i, 3);
         cmd.action = r.get<std::string>(i, 4);
+        cmd.tenant_id = r.get<std::string>(i, 5);
+        cmd.gateway_id = gateway_id;
+        cmd.agent_slug = r.get_optional<std::string>(i, 6);
+        cmd.payload = r.get<std::string>(i, 7);  // its secrets are scrubbed when it is failed
         if (r.get<std::string>(i, 1) == "leased") {
             // Leased but never started: nothing ran, so it may go back to the queue. This
             // runner leases and starts in one commit; such rows come from a runner of an earlier

@@ -44,7 +44,8 @@ std::string scrub_patch(const command_row& cmd, bool ok) {
         if (doc.HasMember("api_key")) remove("api_key");
         if (doc.HasMember("base_url")) remove("base_url");
         patch.AddMember("api_key_scrubbed", true, al);
-        if (had_url) patch.AddMember("base_url_applied", ok, al);
+        // Both flags on every outcome (spec): applied only when one was given and it worked.
+        patch.AddMember("base_url_applied", ok && had_url, al);
     } else if (cmd.action == "auth_paste") {
         if (doc.HasMember("value")) remove("value");
         patch.AddMember("value_scrubbed", true, al);

@@ -20,7 +20,8 @@ inline constexpr std::size_t kAuthOutputLimit = 2000;
 
 /// The payload patch that removes the secrets the command carries (spec, Authentication rule
 /// 6), or "" when there is nothing to scrub. Applied on success and on failure alike; `ok`
-/// says which (auth_set_api_key's base_url_applied is only true on success).
+/// says which. auth_set_api_key always gets api_key_scrubbed: true and base_url_applied (true
+/// only when a base_url was given and the command succeeded).
 std::string scrub_patch(const command_row& cmd, bool ok);
 
 /// Secret values the command carries (api_key, base_url, value, *_token): redacted from any

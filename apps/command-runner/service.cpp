@@ -1,7 +1,8 @@
 // The command runner service (docs/command-runner.md): start-up, the command queue as the shared
 // lease driver sees it (lease and start; the final transition, written with the next lease), and
-// the wiring of LISTEN, housekeeping and auth flows. What an action does is executor.cpp and
-// auth_flows.cpp; they return an outcome and the driver writes it.
+// the wiring of LISTEN, housekeeping and auth flows. What an action does is executor.cpp,
+// runtime_ops.cpp and auth_flows.cpp; they return an outcome, conclude() settles it (the one
+// exit, outcome.hpp) and the driver writes it.
 #include "service.hpp"
 
 #include <algorithm>
@@ -10,10 +11,12 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include "agent_state.hpp"
 #include "awp/core/channels.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
 #include "awp/http/wake.hpp"
+#include "pre_run.hpp"
 #include "queue_sql.hpp"
 #include "registration.hpp"
 #include "scrub.hpp"
@@ -82,6 +85,7 @@ net::awaitable<void> runner_service::run() {
                                   {"instance", cfg_.instance},
                                   {"runtime_mode", to_string(cfg_.mode)}});
     auto dead_runs = co_await recover_dead_runs(db_, gateway_id_, cfg_.instance);
+    // Through the one exit like any other end: the payload's secrets go with it.
     for (auto& dead : dead_runs) {
         co_await write_outcome(db_, dead.cmd, std::move(dead.outcome));
         log::warn("failed a command left running by a dead runner",
@@ -156,41 +160,31 @@ core::lease_batch<command_row> batch_of(const pg::result& r) {
     return b;
 }
 
-bool writes_nothing(const command_outcome& o) {
-    return o.k == command_outcome::kind::handed_off || o.k == command_outcome::kind::lease_lost;
-}
-
 std::optional<std::string> text_or_null(const std::string& s) {
     if (s.empty()) return std::nullopt;
     return s;
 }
 
-// The parameters of sql::kComplete (done) or sql::kFail (failed) for an outcome.
-pg::params transition_params(const command_row& c, const command_outcome& o) {
-    if (o.k == command_outcome::kind::done) {
+// The parameters of sql::kComplete (done) or sql::kFail (failed) for a settled outcome.
+pg::params transition_params(const command_row& c, const final_outcome& o) {
+    if (o.done()) {
         return pg::params{
-            c.id,          o.exit_code.value_or(0), text_or_null(o.out), text_or_null(o.err),
-            c.lease_token, text_or_null(o.patch)};
+            c.id,          o.exit_code().value_or(0), text_or_null(o.out()), text_or_null(o.err()),
+            c.lease_token, text_or_null(o.patch())};
     }
     return pg::params{c.id,
-                      o.exit_code,
-                      error_text(o.error),
+                      o.exit_code(),
+                      o.error(),
                       c.lease_token,
-                      text_or_null(o.out),
-                      text_or_null(o.err),
-                      text_or_null(o.patch)};
+                      text_or_null(o.out()),
+                      text_or_null(o.err()),
+                      text_or_null(o.patch())};
 }
 
 }  // namespace
 
 // One back-off for every transition of a command: the driver's final ones and the runner's own.
-core::retry_policy runner_service::transition_retry() {
-    core::retry_policy p;
-    p.first = 250ms;
-    p.cap = 3s;
-    p.finish_for = 80s;
-    return p;
-}
+core::retry_policy runner_service::transition_retry() { return command_retry(); }
 
 net::awaitable<core::lease_batch<command_row>> command_queue::lease(std::size_t) {
     // Leased and started in one prepared statement (see queue_sql.hpp).
@@ -200,43 +194,48 @@ net::awaitable<core::lease_batch<command_row>> command_queue::lease(std::size_t)
 }
 
 net::awaitable<core::lease_batch<command_row>> command_queue::finish_and_lease(
-    const command_row& c, const command_outcome& o, std::size_t room) {
-    if (writes_nothing(o)) co_return co_await lease(room);
-    const bool done = o.k == command_outcome::kind::done;
+    const command_row& c, const final_outcome& o, std::size_t room) {
+    if (o.writes_nothing()) co_return co_await lease(room);
+    const bool done = o.done();
     const std::optional<int> exit_code =
-        done ? std::optional<int>(o.exit_code.value_or(0)) : o.exit_code;
+        done ? std::optional<int>(o.exit_code().value_or(0)) : o.exit_code();
     const std::optional<std::string> error =
-        done ? std::nullopt : std::optional<std::string>(error_text(o.error));
+        done ? std::nullopt : std::optional<std::string>(o.error());
     // The command's final transition and the next lease, in one transaction.
     co_return batch_of(co_await svc.db_.query_prepared(
         sql::kFinishAndLease, c.id, c.lease_token, std::string(done ? "done" : "failed"), exit_code,
-        error, text_or_null(o.out), text_or_null(o.err), text_or_null(o.patch),
+        error, text_or_null(o.out()), text_or_null(o.err()), text_or_null(o.patch()),
         svc.cfg_.lease_seconds(), svc.gateway_id_, svc.cfg_.instance, svc.tenant_id_));
 }
 
-net::awaitable<command_outcome> command_queue::work(command_row& cmd, std::size_t) {
+net::awaitable<final_outcome> command_queue::work(command_row& cmd, std::size_t) {
     log::info("command started", {{"command_id", cmd.id}, {"action", cmd.action}});
-    co_return co_await svc.outcome_of(cmd);
+    co_return co_await svc.conclude(svc.db_, cmd, co_await svc.outcome_of(cmd));
 }
 
-net::awaitable<void> command_queue::finish(const command_row& c, const command_outcome& o,
+final_outcome command_queue::failed(const command_row& cmd, std::string what) const {
+    // A handler that threw (a bug): settled all the same, so the payload's secrets still go.
+    return settle(cmd, command_outcome::failure(std::move(what)), svc.hk_.secrets(),
+                  svc.cfg_.output_limit);
+}
+
+net::awaitable<void> command_queue::finish(const command_row& c, const final_outcome& o,
                                            std::size_t) {
-    if (writes_nothing(o)) co_return;
+    if (o.writes_nothing()) co_return;
     // Parameters built apart from the co_await: GCC 12 miscompiles a braced list inside one.
-    const bool done = o.k == command_outcome::kind::done;
     pg::params params = transition_params(c, o);
-    co_await svc.db_.exec(done ? sql::kComplete : sql::kFail, std::move(params), false,
+    co_await svc.db_.exec(o.done() ? sql::kComplete : sql::kFail, std::move(params), false,
                           /*prepared=*/true);
 }
 
-void command_queue::settled(const command_row& c, const command_outcome& o,
+void command_queue::settled(const command_row& c, const final_outcome& o,
                             core::finish_status status) {
-    if (status != core::finish_status::written || writes_nothing(o)) return;
-    if (o.k == command_outcome::kind::done) {
+    if (status != core::finish_status::written || o.writes_nothing()) return;
+    if (o.done()) {
         log::info("command done", {{"command_id", c.id}, {"action", c.action}});
     } else {
         log::info("command failed",
-                  {{"command_id", c.id}, {"action", c.action}, {"error", error_text(o.error)}});
+                  {{"command_id", c.id}, {"action", c.action}, {"error", o.error()}});
     }
 }
 
@@ -253,16 +252,21 @@ net::awaitable<command_outcome> runner_service::outcome_of(const command_row& cm
     if (!invalid.empty()) {
         log::warn("command refused",
                   {{"command_id", cmd.id}, {"action", cmd.action}, {"error", invalid}});
-        co_return command_outcome::failure(invalid, std::nullopt, "", "", scrub_patch(cmd, false));
+        co_return command_outcome::failure(invalid);
     }
     if (cmd.action == "run_shell") {
         // The database decided at insert (sql/0022); checked again here, so a row written
         // around the trigger (a superuser, a restored dump) still runs only as the policy says.
-        auto gate = co_await db_.query(
-            "SELECT g.run_shell_policy, c.requested_by_operator FROM public.agent_commands c "
-            "JOIN public.gateways g ON g.id = c.gateway_id WHERE c.id = $1::uuid",
-            cmd.id);
-        if (gate.empty() || (gate.get<std::string>(0, 0) != "members" && !gate.get<bool>(0, 1))) {
+        pg::params params{cmd.id};
+        auto gate = co_await read_before_run(
+            db_, cmd, std::string("run_shell policy"),
+            std::string("SELECT g.run_shell_policy, c.requested_by_operator FROM "
+                        "public.agent_commands c JOIN public.gateways g ON g.id = c.gateway_id "
+                        "WHERE c.id = $1::uuid"),
+            std::move(params));
+        if (!gate) co_return command_outcome::of(command_outcome::kind::abandoned);
+        if (gate->empty() ||
+            (gate->get<std::string>(0, 0) != "members" && !gate->get<bool>(0, 1))) {
             co_return command_outcome::failure(
                 "run_shell: this gateway runs shell commands of operators only "
                 "(gateways.run_shell_policy = operators); nothing was executed");
@@ -273,9 +277,10 @@ net::awaitable<command_outcome> runner_service::outcome_of(const command_row& cm
         // the runtime: a second provision would take over the first, a remove delete both.
         const auto other = co_await executor_->shared_runtime_id(cmd, p.fields.at("agent_slug"),
                                                                  p.fields.at("agent_id"));
-        if (!other.empty()) {
+        if (!other) co_return command_outcome::of(command_outcome::kind::abandoned);
+        if (!other->empty()) {
             co_return command_outcome::failure(
-                cmd.action + ": agent \"" + p.fields.at("agent_slug") + "\" and agent \"" + other +
+                cmd.action + ": agent \"" + p.fields.at("agent_slug") + "\" and agent \"" + *other +
                 "\" of this gateway are the same agent in the runtime (id \"" +
                 p.fields.at("agent_id") + "\"); rename one of them; nothing was changed");
         }
@@ -291,20 +296,43 @@ net::awaitable<command_outcome> runner_service::outcome_of(const command_row& cm
             co_return co_await flows_->paste(cmd, std::move(p));
         case plan_kind::source_write:
             co_return co_await executor_->run_source_write(cmd, std::move(p));
+        case plan_kind::list_models:
+        case plan_kind::auth_set_default:
+            co_return co_await executor_->run_runtime_op(cmd, std::move(p));
         default:
             co_return co_await executor_->run_local(cmd, std::move(p));
     }
 }
 
+net::awaitable<final_outcome> runner_service::conclude(pg::session& db, const command_row& cmd,
+                                                       command_outcome raw) {
+    final_outcome o = settle(cmd, std::move(raw), hk_.secrets(), cfg_.output_limit);
+    if (o.writes_nothing()) co_return o;
+    // The agents row a provision or set_agent_model changes, before the final transition gives
+    // the lease up (the row's function checks it).
+    if (auto state = agent_state_of(cmd, o)) {
+        co_await agent_state(db, cmd, std::move(state->agent_slug), std::move(state->json));
+    }
+    co_return o;
+}
+
 net::awaitable<void> runner_service::write_outcome(pg::session& db, command_row cmd,
-                                                   command_outcome o) {
-    if (writes_nothing(o)) co_return;  // handed off: the auth flow writes it; lease lost: nothing
-    const bool done = o.k == command_outcome::kind::done;
+                                                   command_outcome raw) {
+    const final_outcome o = co_await conclude(db, cmd, std::move(raw));
+    if (o.writes_nothing()) co_return;  // handed off: the auth flow writes it; else nothing ran
     pg::params params = transition_params(cmd, o);
     const bool ok =
-        co_await transition(db, done ? "complete" : "fail", done ? sql::kComplete : sql::kFail,
-                            std::move(params), cmd.id);
+        co_await transition(db, o.done() ? "complete" : "fail",
+                            o.done() ? sql::kComplete : sql::kFail, std::move(params), cmd.id);
     if (ok) queue_.settled(cmd, o, core::finish_status::written);
+}
+
+net::awaitable<void> runner_service::agent_state(pg::session& db, const command_row& cmd,
+                                                 std::string agent_slug, std::string state) {
+    pg::params params{cmd.id, cmd.lease_token, agent_slug, state};
+    // A refusal (the agent is not this gateway's, the lease is gone) is logged; the command's
+    // own outcome stands.
+    co_await transition(db, "agent state", sql::kAgentState, std::move(params), cmd.id);
 }
 
 // ---- transitions ---------------------------------------------------------------------------

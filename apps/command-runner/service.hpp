@@ -23,6 +23,7 @@
 #include "config.hpp"
 #include "executor.hpp"
 #include "housekeeping.hpp"
+#include "outcome.hpp"
 
 namespace awp::runner {
 
@@ -32,19 +33,17 @@ class runner_service;
 /// started in one statement, its final transition written with the next lease (sql/0015).
 struct command_queue {
     using row_type = command_row;
-    using outcome_type = command_outcome;
+    using outcome_type = final_outcome;
     runner_service& svc;
 
     net::awaitable<core::lease_batch<command_row>> lease(std::size_t room);
     net::awaitable<core::lease_batch<command_row>> finish_and_lease(const command_row& cmd,
-                                                                    const command_outcome& o,
+                                                                    const final_outcome& o,
                                                                     std::size_t room);
-    net::awaitable<command_outcome> work(command_row& cmd, std::size_t slot);
-    command_outcome failed(const command_row&, std::string what) const {
-        return command_outcome::failure(std::move(what));
-    }
-    net::awaitable<void> finish(const command_row& cmd, const command_outcome& o, std::size_t slot);
-    void settled(const command_row& cmd, const command_outcome& o, core::finish_status status);
+    net::awaitable<final_outcome> work(command_row& cmd, std::size_t slot);
+    final_outcome failed(const command_row& cmd, std::string what) const;
+    net::awaitable<void> finish(const command_row& cmd, const final_outcome& o, std::size_t slot);
+    void settled(const command_row& cmd, const final_outcome& o, core::finish_status status);
 };
 
 class runner_service : public core::daemon::service, private command_io {
@@ -64,8 +63,13 @@ public:
 
 private:
     friend struct command_queue;
-    /// The command planned, checked and run: what the driver then writes.
+    /// The command planned, checked and run: what it came to, not yet settled.
     net::awaitable<command_outcome> outcome_of(const command_row& cmd);
+    /// The one exit of every command: its outcome settled (outcome.hpp: scrubbed, redacted,
+    /// cut) and, while the lease is still held, the agents row it changes written
+    /// (agent_state.hpp). What this returns is what the final transition writes.
+    net::awaitable<final_outcome> conclude(core::pg::session& db, const command_row& cmd,
+                                           command_outcome raw);
     net::awaitable<void> run_housekeeping();
     /// The back-off of every transition of a command (core::retry_policy).
     static core::retry_policy transition_retry();
@@ -74,12 +78,15 @@ private:
     /// that may take longer extends it. False when the lease was lost (logged).
     net::awaitable<bool> hold_for(core::pg::session& db, const command_row& cmd,
                                   int lease_seconds) override;
-    /// A done or failed outcome written at once (an auth flow's end on its connection, a dead
-    /// run failed at start-up); the lease loop's own commands are finished by the driver.
+    /// A done or failed outcome concluded and written at once (an auth flow's end on its
+    /// connection, a dead run failed at start-up); the lease loop's own commands are concluded
+    /// in work() and written by the driver.
     net::awaitable<void> write_outcome(core::pg::session& db, command_row cmd,
                                        command_outcome o) override;
     net::awaitable<void> patch_payload(core::pg::session& db, command_row cmd,
                                        std::string patch) override;
+    net::awaitable<void> agent_state(core::pg::session& db, const command_row& cmd,
+                                     std::string agent_slug, std::string state) override;
     /// One statement of a leased command, retried through an outage (core::retry_transition);
     /// false when it was refused or given up (logged).
     net::awaitable<bool> transition(core::pg::session& db, std::string what, std::string sql,

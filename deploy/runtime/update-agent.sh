@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# update-agent.sh <slug>: pulls the latest commits of the agent's workspace when it is a git
-# checkout with an upstream; a workspace without one (the runtime's own seed files) has nothing
-# to pull and is left as it is. The runtime's state is not touched (docs/runtime.md).
+# update-agent.sh <slug>: brings the agent's workspace to its branch's newest version: the
+# templates published again, the template's new commits merged into the agent's own branch
+# (common.sh, update_workspace). A conflict fails naming the paths and changes nothing; a
+# workspace without a template has nothing to update. The runtime's state is not touched.
 . "$(dirname "$0")/common.sh"
 [[ $# -eq 1 ]] || die "usage: update-agent.sh <slug>"
 check_slug "$1"

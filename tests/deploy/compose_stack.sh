@@ -29,8 +29,12 @@ sed -e 's/^COMPOSE_PROFILES=.*/COMPOSE_PROFILES=pgbouncer/; s/^AWP_DB_ADDRESS=.*
     -e 's/^DATABASE_PREPARED=.*/DATABASE_PREPARED=off/' "$dir/.env.example" >"$work/pooled.env"
 docker-compose --project-directory "$dir" -f "$dir/docker-compose.yml" --env-file "$work/pooled.env" config >"$work/pooled.yml"
 
+# An .env that does not set NETWORKING_MODE: the stack's own default.
+grep -v '^NETWORKING_MODE=' "$dir/.env.example" >"$work/no-netmode.env"
+docker-compose --project-directory "$dir" -f "$dir/docker-compose.yml" --env-file "$work/no-netmode.env" config >"$work/no-netmode.yml"
+
 python3 - "$work/config.yml" "$build/bin" "$work" "$work/pooled.yml" "$dir/pgbouncer/pgbouncer.ini" \
-  "$src/deploy/systemd/pgbouncer/pgbouncer.ini.example" <<'PY'
+  "$src/deploy/systemd/pgbouncer/pgbouncer.ini.example" "$work/no-netmode.yml" <<'PY'
 import os, re, subprocess, sys, yaml
 
 cfg = yaml.safe_load(open(sys.argv[1]))
@@ -98,6 +102,14 @@ for name, s in services.items():
 runner_env = {k: str(v) for k, v in (services["awp-command-runner"].get("environment") or {}).items()}
 if runner_env.get("SECRETS_DIR", "").startswith(runner_env.get("OPENCLAW_STATE_DIR", "/nonexistent")):
     bad("the runner's secrets are inside the agent user's runtime state")
+# OAuth logins: the runtime's callback listens on 127.0.0.1:1455 inside the runner's container,
+# which no browser reaches (a published port forwards to the container's address, not its
+# loopback). NETWORKING_MODE=local would report autoCallback: true for a redirect that never
+# arrives: the stack pastes back (remote), with .env.example and without a setting.
+nonet = yaml.safe_load(open(sys.argv[7]))["services"]["awp-command-runner"].get("environment") or {}
+for label, env in ((".env.example", runner_env), ("no NETWORKING_MODE in .env", nonet)):
+    if str(env.get("NETWORKING_MODE", "local")) == "local":
+        bad(f"awp-command-runner ({label}): NETWORKING_MODE is local, but no browser reaches the callback on 1455 in its container")
 
 # Profile pgbouncer: off by default (the daemons reach postgres itself, named statements on);
 # on, every daemon's DATABASE_URL goes through PgBouncer in transaction mode with named

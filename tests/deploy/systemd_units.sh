@@ -3,7 +3,11 @@
 # user rendering (pointed at this build's binaries), and every unit keeps the operating contract:
 # Type=notify, Restart=on-failure, RestartPreventExitStatus=78, a stop timeout above the drain
 # deadline, the env files, hardening, and writable paths only where the daemon writes. The wake
-# relay awp-wake keeps the same contract, but awp.target does not want it (enabled by hand).
+# relay awp-wake keeps the same contract, but awp.target does not want it (enabled by hand). The
+# runner's host operations (restart_dispatcher, restart_gateway, update_gateway) go through the
+# awp-host-ops helper the target starts: the runner writes only its request folder, the helper
+# (root for system units) reads nothing else of the runner's; the runtime's gateway
+# (awp-agent-runtime) runs as the agent user and never reads awp.env's secrets.
 # Usage: systemd_units.sh <source dir> <build dir>
 set -euo pipefail
 src=$1 build=$2
@@ -25,10 +29,10 @@ for mode in system user; do
 done
 
 # verify exits 0 on unknown keys and bad values: any output at all is a failure.
-out=$(systemd-analyze verify "$units"/system/*.service "$units/system/awp.target" 2>&1) || bad "verify (system) exit $?"
+out=$(systemd-analyze verify "$units"/system/*.service "$units"/system/*.path "$units/system/awp.target" 2>&1) || bad "verify (system) exit $?"
 [[ -z $out ]] || bad "verify (system) said: $out"
 export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-$(mktemp -d)}
-out=$(systemd-analyze --user verify "$units"/user/*.service "$units/user/awp.target" 2>&1) || bad "verify (user) exit $?"
+out=$(systemd-analyze --user verify "$units"/user/*.service "$units"/user/*.path "$units/user/awp.target" 2>&1) || bad "verify (user) exit $?"
 [[ -z $out ]] || bad "verify (user) said: $out"
 
 has() { grep -qxF -- "$2" "$1" || bad "$(basename "$(dirname "$1")")/$(basename "$1") lacks: $2"; }
@@ -92,13 +96,42 @@ done
 # The agents' files are the runtime's workspaces: the api-gateway reads the runner's state dir.
 has "$units/system/awp-api-gateway.service" "Environment=OPENCLAW_STATE_DIR=%h/.openclaw"
 has "$units/user/awp-api-gateway.service" "ReadWritePaths=-%h/.openclaw"
-has "$units/system/awp-command-runner.service" "StateDirectory=awp awp/command-runner"
+has "$units/system/awp-command-runner.service" "StateDirectory=awp awp/command-runner awp-host-ops/requests"
 has "$units/user/awp-command-runner.service" "ReadWritePaths=-%h/.openclaw"
 has "$units/user/awp-inbox-dispatcher.service" "ReadWritePaths=-%h/.openclaw"
 has "$units/system/awp-command-runner.service" "Environment=RUNTIME_MODE=service_manager"
 
-# The runner's service_manager mode runs `systemctl --user restart awp-inbox-dispatcher`.
+# The runner's service_manager mode without the helper runs `systemctl --user restart
+# awp-inbox-dispatcher`.
 [[ -f $units/user/awp-inbox-dispatcher.service ]] || bad "no user unit awp-inbox-dispatcher"
+
+# The host operations: the runner asks, the helper does (docs/operations.md).
+for mode in system user; do
+  u=$units/$mode
+  grep -q '^Wants=.*\bawp-agent-runtime\.service' "$u/awp.target" || bad "$mode/awp.target does not want awp-agent-runtime"
+  grep -q '^Wants=.*\bawp-host-ops\.path' "$u/awp.target" || bad "$mode/awp.target does not want awp-host-ops.path"
+  has "$u/awp-command-runner.service" "Environment=AWP_HOST_OPS_DIR=%S/awp-host-ops"
+  has "$u/awp-command-runner.service" "StateDirectory=awp awp/command-runner awp-host-ops/requests"
+  has "$u/awp-host-ops.path" "DirectoryNotEmpty=%S/awp-host-ops/requests"
+  has "$u/awp-host-ops.path" "Unit=awp-host-ops.service"
+  has "$u/awp-host-ops.path" "WantedBy=awp.target"
+  has "$u/awp-host-ops.service" "Type=oneshot"
+  has "$u/awp-host-ops.service" "StateDirectory=awp-host-ops/results"
+  has "$u/awp-host-ops.service" "EnvironmentFile=-%E/awp/host-ops.env"
+  grep -qx "ExecStart=$src/deploy/systemd/host-ops.sh %S/awp-host-ops" "$u/awp-host-ops.service" || bad "$mode/awp-host-ops runs something else than host-ops.sh"
+  # The helper reads its own settings only: never the daemons' (no secret, no runner setting
+  # decides what it runs).
+  grep -qE '^EnvironmentFile=.*/awp/(awp|gateway|command-runner)\.env' "$u/awp-host-ops.service" && bad "$mode/awp-host-ops reads the daemons' settings"
+  # The runtime's gateway: loopback only, its own settings file only.
+  grep -q -- '--bind loopback' "$u/awp-agent-runtime.service" || bad "$mode/awp-agent-runtime does not bind loopback"
+  [[ $(grep -c '^EnvironmentFile=' "$u/awp-agent-runtime.service") == 1 ]] && has "$u/awp-agent-runtime.service" "EnvironmentFile=-%E/awp/agent-runtime.env" \
+    || bad "$mode/awp-agent-runtime reads more than agent-runtime.env"
+  has "$u/awp-agent-runtime.service" "NoNewPrivileges=yes"
+done
+grep -q '^User=' "$units/system/awp-host-ops.service" && bad "system/awp-host-ops does not run as root (it restarts system units)"
+has "$units/system/awp-agent-runtime.service" "User=awp-agent"
+has "$units/system/awp-agent-runtime.service" "Environment=OPENCLAW_STATE_DIR=/var/lib/awp/.openclaw"
+grep -q '^User=' "$units/user/awp-agent-runtime.service" && bad "user/awp-agent-runtime sets User="
 
 # The relay holds a socket per stream: its file limit is above WAKE_MAX_STREAMS (20000).
 for mode in system user; do
@@ -108,5 +141,5 @@ done
 # The relay is no gateway's daemon: it never reads the gateway's login.
 grep -q '/awp/gateway.env' "$units/system/awp-wake.service" && bad "awp-wake reads the gateway's login"
 
-((fail == 0)) && echo "systemd units: 14 files verified, contract checked"
+((fail == 0)) && echo "systemd units: 20 files verified, contract checked"
 exit $fail

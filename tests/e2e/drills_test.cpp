@@ -322,6 +322,17 @@ TEST_CASE("drill: secrets folder not writable, the runner says so and keeps runn
     CHECK(error.find(secrets.string()) != std::string::npos);
     CHECK(error.find(token) == std::string::npos);
     if (status == "failed") s.expect_failed(provision);
+    {
+        // The agents row says so too (sql/0030); the drill's load needs the agent awake, so it
+        // is set ready again, as an operator would once the folder is fixed.
+        auto c = s.admin();
+        CHECK_THAT(one(c,
+                       "SELECT status::text || ' ' || coalesce(error, '') FROM agents "
+                       "WHERE id = $1",
+                       {s.agent_id()}),
+                   Catch::StartsWith("error secrets sync failed"));
+        c.exec("UPDATE agents SET status = 'ready', error = NULL WHERE id = $1", {s.agent_id()});
+    }
     // Visible outside the log: the secrets rows say why, and so does the runner's heartbeat.
     {
         auto c = s.admin();

@@ -153,7 +153,8 @@ TEST_CASE(
               "SELECT count(*) FROM daemon_heartbeats WHERE gateway_id = $1 AND daemon = "
               "'command-runner' AND last_seen_at > now() - interval '60 seconds'",
               {gw.id}) == "1");
-    auto ok = wait_finished(admin, enqueue(admin, gw.id, "list_models", "{}"), 30s);
+    auto ok =
+        wait_finished(admin, enqueue(admin, gw.id, "list_models", R"({"provider":"openai"})"), 30s);
     CHECK(ok.status == "done");
     runner.signal(SIGTERM);
     CHECK(runner.wait(30s) == std::optional<int>(0));

@@ -186,8 +186,8 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
     passed += d.status == "done";
     auto da =
         s.run("auth_set_default", R"({"provider":"openai","profile_name":"work"})", s.gw.agent);
-    CHECK(da.status == "done");
-    CHECK_THAT(da.stdout_, Catch::Contains("Agent: " + id));
+    CHECK(da.status == "done");  // the order set with --agent <id> (argv: unit tests)
+    CHECK_THAT(da.stdout_, Catch::Contains("\"profileId\":\"openai:work\""));
     passed += da.status == "done";
 
     // JSON outputs stored valid, whatever their size (the full catalogue is trimmed by entries).
@@ -216,10 +216,10 @@ TEST_CASE("real runtime: every runner action leaves openclaw in the state it pro
     CHECK_THAT(slurp(main_store), !Catch::Contains("\"openai:work\""));
     passed += rm.status == "done";
 
-    // update / update_all: workspaces without an upstream have nothing to pull.
+    // update / update_all: a workspace provisioned without a template has nothing to update.
     auto u = s.run("update", "{}", s.gw.agent);
     CHECK(u.status == "done");
-    CHECK_THAT(u.stdout_, Catch::Contains("nothing to pull"));
+    CHECK_THAT(u.stdout_, Catch::Contains("nothing to update"));
     auto ua = s.run("update_all", "{}");
     CHECK(ua.status == "done");
     passed += (u.status == "done") + (ua.status == "done");
@@ -347,6 +347,8 @@ TEST_CASE("real runtime: every flag the adapter passes exists in the real CLI's 
         {{"models", "list"}, rt.list_models(some)},
         {{"models", "list"}, rt.list_models(none)},
         {{"models", "status"}, rt.auth_status(some)},
+        {{"models", "status"}, rt.model_status()},
+        {{"models", "set"}, rt.set_default_model("openai/gpt-5")},
         {{"models", "auth", "paste-api-key"}, rt.paste_api_key("p", "p:x", "k", none)},
         {{"models", "auth"}, rt.paste_api_key("p", "p:x", "k", some)},
         {{"models", "auth", "login"}, rt.login("p", "p:x", true, none)},
@@ -422,6 +424,204 @@ TEST_CASE(
         }
     }
     CHECK(files > 5);
+    runner.signal(SIGTERM);
+    CHECK(runner.wait(30s) == std::optional<int>(0));
+}
+
+namespace {
+
+/// `git -C <dir> <args...>`'s stdout, trimmed; "" when it fails.
+std::string git_in(const fs::path& dir, std::vector<std::string> args) {
+    awp::core::process::spawn_options o;
+    o.argv = {"git", "-C", dir.string()};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.timeout = 30s;
+    const auto r = awp::core::process::run(o);
+    if (!r.success()) return "";
+    std::string out = r.out;
+    while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+    return out;
+}
+
+void write_text(const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::trunc) << text;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "real runtime: provision accepts a template's branch as the templates endpoint lists it, "
+    "update merges the template's new version, a conflicting local edit fails naming the path",
+    "[runtime][e2e]") {
+    if (!real_runtime()) {
+        WARN("AWP_OPENCLAW is not set: skipped");
+        return;
+    }
+    real_stack s;
+    // The gateway's templates: a copy of deploy/templates the test can change.
+    const fs::path templates = s.root / "templates";
+    fs::copy(fs::path(AWP_SOURCE_DIR) / "deploy" / "templates", templates,
+             fs::copy_options::recursive);
+    auto env = s.env();
+    env["AWP_TEMPLATES_DIR"] = templates.string();
+    awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"}, env);
+    const fs::path ws = s.state / ("workspace-" + s.gw.agent);
+    const fs::path tmpl = templates / "engineer" / "AGENTS.md";
+
+    // GET /api/agents/templates lists {"id":"engineer","branch":"template/engineer",...}.
+    auto p = s.run("provision", R"({"channel":"none","source_template":"template/engineer"})",
+                   s.gw.agent);
+    INFO(p.error << p.stderr_ << p.stdout_);
+    REQUIRE(p.status == "done");
+    CHECK(slurp(ws / "AGENTS.md") == slurp(tmpl));  // the template's file over the seed
+    CHECK(fs::exists(ws / "SOUL.md"));              // a seed file the template has not: kept
+    CHECK(git_in(ws, {"rev-parse", "--abbrev-ref", "HEAD"}) == "agent/" + s.gw.agent);
+    CHECK(git_in(ws, {"rev-parse", "--abbrev-ref", "@{u}"}) == "awp-template/template/engineer");
+
+    // The template changes; the agent has a file of its own and edited a seed file.
+    write_text(tmpl, slurp(tmpl) + "\nAlways write a test first.\n");
+    auto own = s.run("upload_file", R"({"path":"notes/own.md","content":"mine"})", s.gw.agent);
+    REQUIRE(own.status == "done");
+    write_text(ws / "SOUL.md", "the agent's own soul\n");
+    auto u = s.run("update", "{}", s.gw.agent);
+    INFO(u.error << u.stderr_);
+    CHECK(u.status == "done");
+    CHECK_THAT(u.stdout_, Catch::Contains("updated to awp-template/template/engineer"));
+    CHECK_THAT(slurp(ws / "AGENTS.md"), Catch::EndsWith("Always write a test first.\n"));
+    CHECK(slurp(ws / "notes" / "own.md") == "mine");
+    CHECK(slurp(ws / "SOUL.md") == "the agent's own soul\n");
+    // Nothing new: nothing to merge.
+    auto again = s.run("update", "{}", s.gw.agent);
+    CHECK(again.status == "done");
+    CHECK_THAT(again.stdout_, Catch::Contains("up to date"));
+
+    // The agent and the template both change the first line: nothing is overwritten.
+    std::string mine = slurp(ws / "AGENTS.md");
+    mine.replace(0, mine.find('\n'), "# Engineer (as the agent likes it)");
+    write_text(ws / "AGENTS.md", mine);
+    std::string theirs = slurp(tmpl);
+    theirs.replace(0, theirs.find('\n'), "# Engineer, second edition");
+    write_text(tmpl, theirs);
+    auto c = s.run("update", "{}", s.gw.agent);
+    CHECK(c.status == "failed");
+    CHECK_THAT(c.error, Catch::Contains("conflicts") && Catch::Contains("AGENTS.md") &&
+                            Catch::Contains("nothing was changed"));
+    CHECK(slurp(ws / "AGENTS.md") == mine);
+    CHECK(git_in(ws, {"status", "--porcelain", "--untracked-files=no"}).empty());  // no merge left
+    auto all = s.run("update_all", "{}");
+    CHECK(all.status == "failed");
+    CHECK_THAT(all.stdout_, Catch::Contains(" agent(s), 1 failed"));
+    CHECK_THAT(all.error, Catch::Contains("AGENTS.md"));
+    // A template this gateway does not have is refused before the runtime is called.
+    auto none =
+        s.run("provision", R"({"channel":"none","source_template":"template/nope"})", s.gw.agent);
+    CHECK(none.status == "failed");
+    CHECK_THAT(none.error, Catch::Contains("template \"nope\" does not exist"));
+    runner.signal(SIGTERM);
+    CHECK(runner.wait(30s) == std::optional<int>(0));
+}
+
+TEST_CASE(
+    "real runtime: the agents row tells the truth: provision sets ready or error with the "
+    "reason, set_agent_model its model and thinking, a session not reloaded is said",
+    "[runtime][e2e]") {
+    if (!real_runtime()) {
+        WARN("AWP_OPENCLAW is not set: skipped");
+        return;
+    }
+    real_stack s;
+    // The runner's own gateway login: the row is written through awp_command_agent_state only.
+    awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"}, s.env());
+    auto row = [&] {
+        return one(s.admin,
+                   "SELECT status::text || '|' || coalesce(error, '-') || '|' || "
+                   "coalesce(model, '-') || '|' || coalesce(thinking, '-') FROM agents "
+                   "WHERE id = $1",
+                   {s.gw.agent_id});
+    };
+    // No telegram token stored: refused before the runtime is called; the row says why.
+    auto bad = s.run("provision", "{}", s.gw.agent);
+    CHECK(bad.status == "failed");
+    CHECK_THAT(row(), Catch::StartsWith("error|provision: no TELEGRAM_BOT_TOKEN"));
+    auto p = s.run("provision", R"({"channel":"none","model":"anthropic/claude-sonnet-4-6"})",
+                   s.gw.agent);
+    INFO(p.error << p.stderr_);
+    REQUIRE(p.status == "done");
+    CHECK(row() == "ready|-|anthropic/claude-sonnet-4-6|-");
+
+    auto m = s.run("set_agent_model", R"({"agent_slug":")" + s.gw.agent +
+                                          R"(","model":"openai/gpt-5","thinking":"low"})");
+    INFO(m.error << m.stderr_);
+    REQUIRE(m.status == "done");
+    CHECK(row() == "ready|-|openai/gpt-5|low");
+    // Offline there is no runtime gateway, so no live session to reload: the row's reader sees it.
+    auto payload = awp::core::json::parse_object(m.payload, awp::core::json::kDocument);
+    REQUIRE(payload.HasMember("session_reloaded"));
+    CHECK(payload["session_reloaded"].IsBool());
+    if (!payload["session_reloaded"].GetBool()) {
+        REQUIRE(payload.HasMember("session_reload_error"));
+        CHECK(payload["session_reload_error"].GetStringLength() > 0);
+    }
+    // "" resets the model to the gateway's default.
+    auto reset = s.run("set_agent_model",
+                       R"({"agent_slug":")" + s.gw.agent + R"(","model":"","thinking":"low"})");
+    CHECK(reset.status == "done");
+    CHECK(row() == "ready|-|-|low");
+    runner.signal(SIGTERM);
+    CHECK(runner.wait(30s) == std::optional<int>(0));
+}
+
+TEST_CASE(
+    "real runtime: auth_set_default makes the provider the gateway's default, list_models lists "
+    "the connected providers' models only, both scrub flags are set",
+    "[runtime][e2e]") {
+    if (!real_runtime()) {
+        WARN("AWP_OPENCLAW is not set: skipped");
+        return;
+    }
+    real_stack s;
+    awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"}, s.env());
+    auto k =
+        s.run("auth_set_api_key", R"({"provider":"anthropic","api_key":"sk-ant-real-test-0002"})");
+    INFO(k.error << k.stderr_);
+    REQUIRE(k.status == "done");
+    auto kp = awp::core::json::parse_object(k.payload, awp::core::json::kDocument);
+    CHECK((kp.HasMember("api_key_scrubbed") && kp["api_key_scrubbed"].GetBool()));
+    CHECK((kp.HasMember("base_url_applied") && !kp["base_url_applied"].GetBool()));
+    CHECK_FALSE(kp.HasMember("api_key"));
+
+    // Connected: anthropic only. The whole catalogue has 242 models of 31 providers.
+    auto l = s.run("list_models", "{}");
+    INFO(l.error << l.stderr_);
+    REQUIRE(l.status == "done");
+    auto models = awp::core::json::parse_object(l.stdout_, awp::core::json::kDocument);
+    REQUIRE(models["models"].IsArray());
+    CHECK(models["models"].Size() > 0);
+    for (const auto& m : models["models"].GetArray()) {
+        INFO(m["key"].GetString());
+        CHECK(std::string(m["key"].GetString()).rfind("anthropic/", 0) == 0);
+    }
+    CHECK(models["count"].GetUint() == models["models"].Size());
+
+    // The runtime's default provider is its default model's (openai/… out of the box).
+    auto d = s.run("auth_set_default", R"({"provider":"anthropic"})");
+    INFO(d.error << d.stderr_);
+    REQUIRE(d.status == "done");
+    auto cfg = config_of(s.state);
+    REQUIRE(cfg.HasMember("agents"));
+    const auto& primary = cfg["agents"]["defaults"]["model"];
+    const std::string model =
+        primary.IsString() ? primary.GetString() : primary["primary"].GetString();
+    CHECK_THAT(model, Catch::StartsWith("anthropic/"));
+    CHECK_THAT(d.stdout_, Catch::Contains("\"defaultModel\":\"" + model + "\""));
+    CHECK_THAT(slurp(s.state / "agents" / "main" / "agent" / "auth-state.json"),
+               Catch::Contains("anthropic:default"));
+    // A model named by the payload wins; one of another provider is refused.
+    auto named = s.run("auth_set_default",
+                       R"({"provider":"anthropic","model":"anthropic/claude-opus-4-8"})");
+    CHECK(named.status == "done");
+    CHECK_THAT(slurp(s.state / "openclaw.json"), Catch::Contains("anthropic/claude-opus-4-8"));
     runner.signal(SIGTERM);
     CHECK(runner.wait(30s) == std::optional<int>(0));
 }

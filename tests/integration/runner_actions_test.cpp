@@ -709,7 +709,8 @@ TEST_CASE(
     CHECK(calls[1] == sv{"gateway", "call", "sessions.patch", "--json", "--params",
                          R"({"key":"agent:)" + id + R"(:main","agentId":")" + id +
                              R"(","model":"openai/gpt-5","thinkingLevel":"high"})"});
-    CHECK_THAT(m.stdout_, Catch::Contains("reloaded"));
+    // The reload is said where the spec's reader looks: the payload.
+    CHECK_THAT(m.payload, Catch::Contains("\"session_reloaded\": true"));
     // "none" is the runtime's "off"; an agent the runtime does not know is named.
     auto off =
         wait_finished(admin, enqueue(admin, gw.id, "set_agent_model",
@@ -946,4 +947,46 @@ TEST_CASE(
     CHECK_THAT(t.error, Catch::Contains("cannot write the channel token file"));
     CHECK_THAT(t.error + t.stdout_ + t.stderr_, !Catch::Contains("tg-1:X"));
     CHECK(box.calls().empty());
+}
+
+TEST_CASE(
+    "runner: a connection cut right after the lease, at the run_shell policy check, is retried on "
+    "a new one: the command runs once and ends done",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    // The policy check is the runner's one read of gateways (a gateway login, under row-level
+    // security): a restrictive policy whose function ends the reading backend the first time a
+    // run_shell command is running, as a database restart or a pooler would at that moment.
+    admin.exec("CREATE SEQUENCE public.test_cuts");
+    admin.exec(
+        "CREATE FUNCTION public.test_cut_once(p_gateway uuid) RETURNS boolean LANGUAGE plpgsql "
+        "VOLATILE SECURITY DEFINER SET search_path = '' AS $$ BEGIN "
+        "IF p_gateway = '" +
+        gw.id +
+        "' AND EXISTS (SELECT 1 FROM public.agent_commands "
+        "WHERE action = 'run_shell' AND status = 'running') THEN "
+        "IF nextval('public.test_cuts') = 1 THEN "
+        "PERFORM pg_terminate_backend(pg_backend_pid()); END IF; END IF; RETURN true; END $$");
+    admin.exec("GRANT EXECUTE ON FUNCTION public.test_cut_once(uuid) TO awp_gateway");
+    admin.exec(
+        "CREATE POLICY test_cut ON public.gateways AS RESTRICTIVE FOR SELECT TO awp_gateway "
+        "USING (public.test_cut_once(id))");
+    sandbox box;
+    running_runner r(base_config(db.gateway_dsn(gw.slug), box, gw.slug));
+    const std::string marker = (box.root / "ran").string();
+    const auto id =
+        enqueue(admin, gw.id, "run_shell",
+                R"({"argv":["/bin/sh","-c","echo once >> \"$0\"",")" + marker + R"("]})", gw.agent);
+    auto s = wait_finished(admin, id, 30s);
+    INFO(s.error);
+    // Cut once, then read again on a new connection.
+    CHECK(one(admin, "SELECT (is_called AND last_value >= 2)::text FROM public.test_cuts") ==
+          "true");
+    CHECK(s.status == "done");
+    CHECK(s.error.empty());
+    std::ifstream in(marker);
+    std::string ran((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(ran == "once\n");
 }

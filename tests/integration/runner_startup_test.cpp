@@ -179,3 +179,35 @@ TEST_CASE("runner housekeeping: the heartbeat row carries the sync state, the sy
     }());
     CHECK_THAT(heartbeat(), Catch::StartsWith("off 0 "));
 }
+
+TEST_CASE(
+    "runner start-up: a dead run's end goes through the one exit: its payload's secrets are "
+    "scrubbed and its agent row says error",
+    "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    const std::string dead = host_name() + ":awp-command-runner:" + std::to_string(dead_pid());
+    const std::string key = "sk-left-behind-4242";
+    const auto keyed = held_command(admin, gw.id, "auth_set_api_key", "running", dead,
+                                    R"({"provider":"openai","api_key":")" + key + R"("})");
+    // A provision the dead runner had started: its agent was left "provisioning".
+    const auto prov = enqueue(admin, gw.id, "provision", R"({"channel":"none"})", gw.agent);
+    admin.exec(
+        "UPDATE agent_commands SET status = 'running', leased_by = $2, lease_token = "
+        "gen_random_uuid(), leased_at = now(), lease_expires_at = now() + interval '5 minutes', "
+        "started_at = now() WHERE id = $1",
+        {prov, dead});
+    admin.exec("UPDATE agents SET status = 'provisioning' WHERE id = $1", {gw.agent_id});
+    running_runner r(base_config(db.gateway_dsn(gw.slug), box, gw.slug));
+    auto s = wait_finished(admin, keyed);
+    CHECK(s.status == "failed");
+    CHECK_THAT(s.error, Catch::Contains("stopped while the command was running"));
+    CHECK_THAT(s.payload, !Catch::Contains(key) && Catch::Contains("\"api_key_scrubbed\": true"));
+    CHECK(wait_finished(admin, prov).status == "failed");
+    CHECK_THAT(
+        one(admin, "SELECT status::text || '|' || coalesce(error, '-') FROM agents WHERE id = $1",
+            {gw.agent_id}),
+        Catch::StartsWith("error|runner " + dead + " stopped while the command was running"));
+}

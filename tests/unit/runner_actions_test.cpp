@@ -80,7 +80,16 @@ TEST_CASE("provision validates every payload field and keeps it for the runtime 
     CHECK(p.fields.at("name") == "Ana; rm -rf /");
     CHECK(p.fields.at("model") == "anthropic/claude-x");
     CHECK(p.fields.at("owner_timezone") == "Europe/Berlin");
-    CHECK(p.fields.at("source_template") == "template/sales");
+    // The templates endpoint's "branch" (template/<name>) and its "id" (<name>) name one template.
+    CHECK(p.fields.at("source_template") == "sales");
+    CHECK(plan_command(cmd("provision", R"({"source_template":"sales"})", "bob"), config())
+              .fields.at("source_template") == "sales");
+    for (const char* bad : {"template/../x", "template/a/b", "other/sales", "template/", "../x"}) {
+        INFO(bad);
+        CHECK_THAT(
+            refusal(cmd("provision", std::string(R"({"source_template":")") + bad + "\"}", "bob")),
+            Catch::Contains("GET /api/agents/templates"));
+    }
     // Defaults: channel telegram.
     CHECK(plan_command(cmd("provision", "{}", "bob"), config()).fields.at("channel") == "telegram");
     // The runtime keeps "main" for its default agent: never provisioned by awp.
@@ -164,6 +173,18 @@ TEST_CASE("the RUNTIME_MODE table maps gateway actions to compose, systemctl and
     CHECK(up.steps[1].argv == sv{"docker", "compose", "-p", "proj", "up", "-d"});
 
     c.mode = runtime_mode::service_manager;
+    // With the host's awp-host-ops helper (the systemd units set AWP_HOST_OPS_DIR): asked of it.
+    c.host_ops_dir = "/var/lib/awp-host-ops";
+    for (const auto& [action, op] : std::vector<std::pair<std::string, std::string>>{
+             {"restart_dispatcher", "restart-dispatcher"},
+             {"restart_gateway", "restart-runtime"},
+             {"update_gateway", "update"}}) {
+        auto hp = plan_command(cmd(action), c);
+        REQUIRE(hp.steps.size() == 1);
+        CHECK(hp.steps[0].argv == sv{"/scripts/host-op.sh", op});
+        CHECK(hp.steps[0].host_operation);
+    }
+    c.host_ops_dir.clear();
     CHECK(argv_of(cmd("restart_gateway"), c) == sv{"/opt/rt", "gateway", "restart", "--json"});
     CHECK(argv_of(cmd("restart_dispatcher"), c) ==
           sv{"systemctl", "--user", "restart", "awp-inbox-dispatcher"});
@@ -186,19 +207,28 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
     CHECK(rm.steps[0].argv == sv{"/opt/rt", "agents", "delete", "ana", "--force", "--json"});
     CHECK(rm.steps[1].argv[0] == "rm");
     CHECK(argv_of(cmd("update_all")) == sv{"/scripts/update-all-agents.sh"});
-    CHECK(argv_of(cmd("list_models")) == sv{"/opt/rt", "models", "list", "--json", "--all"});
+    // Without a provider: the connected providers' models (runtime_ops.cpp), never --all as is.
+    CHECK(plan_command(cmd("list_models"), config()).kind == plan_kind::list_models);
     CHECK(plan_command(cmd("list_models"), config()).json_output);
     CHECK(argv_of(cmd("list_models", R"({"provider":"openai"})")) ==
           sv{"/opt/rt", "models", "list", "--json", "--provider", "openai"});
     CHECK(argv_of(cmd("auth_list")) == sv{"/opt/rt", "models", "status", "--json", "--probe"});
     CHECK(argv_of(cmd("auth_refresh", R"({"profile_id":"openai:work"})")) ==
           sv{"/opt/rt", "models", "status", "--json", "--probe", "--probe-profile", "openai:work"});
-    CHECK(argv_of(cmd("auth_set_default", R"({"provider":"anthropic"})")) ==
-          sv{"/opt/rt", "models", "auth", "order", "set", "--provider", "anthropic",
-             "anthropic:default"});
-    CHECK(argv_of(cmd("auth_set_default", R"({"provider":"anthropic"})", "Ana")) ==
-          sv{"/opt/rt", "models", "auth", "order", "set", "--provider", "anthropic", "--agent",
-             "ana", "anthropic:default"});
+    // The profile first in its provider's order, then the default model (runtime_ops.cpp).
+    auto def = plan_command(cmd("auth_set_default", R"({"provider":"anthropic"})"), config());
+    CHECK(def.kind == plan_kind::auth_set_default);
+    CHECK(def.fields.at("profile_name") == "default");
+    CHECK(def.fields.count("agent_id") == 0);
+    CHECK(def.fields.count("model") == 0);
+    auto def_agent = plan_command(
+        cmd("auth_set_default",
+            R"({"provider":"anthropic","profile_name":"w","model":"anthropic/claude-x"})", "Ana"),
+        config());
+    CHECK(def_agent.fields.at("agent_id") == "ana");
+    CHECK(def_agent.fields.at("model") == "anthropic/claude-x");
+    CHECK_THAT(refusal(cmd("auth_set_default", R"({"provider":"anthropic","model":"openai/x"})")),
+               Catch::Contains("a model of provider \"anthropic\""));
     auto key = plan_command(
         cmd("auth_set_api_key", R"({"provider":"openai","api_key":"sk-secret-1"})"), config());
     CHECK(key.steps[0].argv == sv{"/opt/rt", "models", "auth", "paste-api-key", "--provider",
@@ -244,6 +274,9 @@ TEST_CASE("runtime CLI actions have the documented argv", "[runner]") {
 }
 
 TEST_CASE("scrub patches remove the secrets on success and on failure", "[runner]") {
+    // Both flags on every auth_set_api_key, base_url_applied false when none was given.
+    CHECK(scrub_patch(cmd("auth_set_api_key", R"({"provider":"p","api_key":"k"})"), true) ==
+          R"({"api_key":null,"api_key_scrubbed":true,"base_url_applied":false})");
     CHECK(scrub_patch(
               cmd("auth_set_api_key", R"({"provider":"p","api_key":"k","base_url":"http://h"})"),
               true) ==

@@ -49,7 +49,7 @@ TEST_CASE("runner auth flows: a paste-back login is handed off, fed and ends don
     const auto p = run_to_end(f.ioc, f.flows.paste(paste, plan_command(paste, f.cfg)));
     CHECK(p.k == kind::done);
     CHECK(p.out == "Pasted to the auth flow of command " + start.id + ".");
-    CHECK_THAT(p.patch, Catch::Contains("\"value_scrubbed\":true"));
+    CHECK_THAT(settled(paste, p).patch(), Catch::Contains("\"value_scrubbed\":true"));
 
     REQUIRE(run_until(f.ioc, [&] { return !f.io.written.empty(); }));
     CHECK(f.io.written.size() == 1);
@@ -58,7 +58,9 @@ TEST_CASE("runner auth flows: a paste-back login is handed off, fed and ends don
     CHECK(end.k == kind::done);
     CHECK_THAT(end.patch, Catch::Contains("\"stage\":\"completed\"") &&
                               Catch::Contains("\"profileId\":\"openai:work\""));
-    CHECK_THAT(end.out, Catch::Contains("Logged in.") && !Catch::Contains("UNIT-CODE"));
+    // The pasted value goes with the flow's outcome, redacted when it is settled.
+    CHECK_THAT(settled(start, end).out(),
+               Catch::Contains("Logged in.") && !Catch::Contains("UNIT-CODE"));
     CHECK(f.flows.empty());
     CHECK(f.ended.is_set());
 }
@@ -71,7 +73,7 @@ TEST_CASE("runner auth flows: a paste without its flow fails, naming the command
     const auto p = run_to_end(f.ioc, f.flows.paste(paste, plan_command(paste, f.cfg)));
     CHECK(p.k == kind::failed);
     CHECK_THAT(p.error, Catch::Contains("no auth flow in progress for command " + parent));
-    CHECK_THAT(p.patch, Catch::Contains("\"value_scrubbed\":true"));
+    CHECK_THAT(settled(paste, p).patch(), Catch::Contains("\"value_scrubbed\":true"));
 }
 
 TEST_CASE("runner auth flows: a runner that stops ends the login, which fails saying so",

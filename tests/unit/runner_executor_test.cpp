@@ -1,6 +1,6 @@
 // Unit tests of the runner's executor (executor.hpp) with the fake runtime CLI and no database:
-// it runs a leased command's action and returns the outcome, outputs already scrubbed; it never
-// writes a final transition itself.
+// it runs a leased command's action and returns the outcome raw, which the service's one exit
+// settles (outcome.hpp); it never writes a final transition itself.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -26,11 +26,12 @@ struct executor_fixture {
     housekeeping hk{ioc.get_executor(), cfg, [] { return std::size_t{0}; }};
     executor ex{cfg, "gw-test", db, io, hk};
 
-    command_outcome run(const command_row& c) {
+    /// The action run, and settled as the service's one exit does.
+    final_outcome run(const command_row& c) {
         plan p = plan_command(c, cfg);
         if (p.kind == plan_kind::upload_file || p.kind == plan_kind::auth_remove)
-            return run_to_end(ioc, ex.run_local(c, std::move(p)));
-        return run_to_end(ioc, ex.run_steps(c, std::move(p)));
+            return settled(c, run_to_end(ioc, ex.run_local(c, std::move(p))));
+        return settled(c, run_to_end(ioc, ex.run_steps(c, std::move(p))));
     }
 };
 
@@ -41,10 +42,10 @@ TEST_CASE("runner executor: a runtime call that works comes back done with its o
     executor_fixture f;
     f.box.set("stdout", R"({"models":[{"id":"gpt-x"}]})");
     const auto o = f.run(command("list_models", R"({"provider":"openai"})"));
-    CHECK(o.k == kind::done);
-    CHECK(o.exit_code.value_or(0) == 0);
-    CHECK_THAT(o.out, Catch::Contains("gpt-x"));
-    CHECK(o.error.empty());
+    CHECK(o.k() == kind::done);
+    CHECK(o.exit_code().value_or(0) == 0);
+    CHECK_THAT(o.out(), Catch::Contains("gpt-x"));
+    CHECK(o.error().empty());
     REQUIRE(f.io.holds.size() == 1);  // asked for its lease before running
     CHECK(f.io.written.empty());      // the service writes the outcome, not the executor
 }
@@ -59,13 +60,13 @@ TEST_CASE(
     const std::string key = "sk-unit-secret-98765";
     const auto o =
         f.run(command("auth_set_api_key", R"({"provider":"openai","api_key":")" + key + R"("})"));
-    CHECK(o.k == kind::failed);
-    REQUIRE(o.exit_code);
-    CHECK(*o.exit_code == 3);
-    CHECK_THAT(o.error, Catch::StartsWith("exited with code 3"));
-    CHECK_THAT(o.out, Catch::Contains("got key [redacted]"));
-    CHECK_THAT(o.out + o.err + o.error, !Catch::Contains(key));
-    CHECK_THAT(o.patch,
+    CHECK(o.k() == kind::failed);
+    REQUIRE(o.exit_code());
+    CHECK(*o.exit_code() == 3);
+    CHECK_THAT(o.error(), Catch::StartsWith("exited with code 3"));
+    CHECK_THAT(o.out(), Catch::Contains("got key [redacted]"));
+    CHECK_THAT(o.out() + o.err() + o.error(), !Catch::Contains(key));
+    CHECK_THAT(o.patch(),
                Catch::Contains("\"api_key\":null") && Catch::Contains("\"api_key_scrubbed\":true"));
 }
 
@@ -73,7 +74,7 @@ TEST_CASE("runner executor: a lost lease runs nothing and leaves nothing to writ
     executor_fixture f;
     f.io.keep_lease = false;
     const auto o = f.run(command("list_models", R"({"provider":"openai"})"));
-    CHECK(o.k == kind::lease_lost);
+    CHECK(o.k() == kind::lease_lost);
     CHECK_FALSE(std::filesystem::exists(f.box.fake("calls")));
 }
 
@@ -82,12 +83,12 @@ TEST_CASE("runner executor: upload_file writes into the agent's workspace or say
     executor_fixture f;
     const auto missing =
         f.run(command("upload_file", R"({"path":"notes/a.txt","content":"hello"})", "ana"));
-    CHECK(missing.k == kind::failed);
-    CHECK_FALSE(missing.error.empty());
+    CHECK(missing.k() == kind::failed);
+    CHECK_FALSE(missing.error().empty());
     std::filesystem::create_directories(f.cfg.workspace("ana"));
     const auto o =
         f.run(command("upload_file", R"({"path":"notes/a.txt","content":"hello"})", "ana"));
-    CHECK(o.k == kind::done);
+    CHECK(o.k() == kind::done);
     std::ifstream in(f.cfg.workspace("ana") + "/notes/a.txt");
     std::string text;
     std::getline(in, text);

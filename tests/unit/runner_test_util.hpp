@@ -21,6 +21,7 @@
 #include "awp/core/uuid.hpp"
 #include "command.hpp"
 #include "config.hpp"
+#include "outcome.hpp"
 #include "support/test_db.hpp"
 
 namespace awp::runner_test {
@@ -67,6 +68,7 @@ struct recording_io : runner::command_io {
     bool keep_lease = true;
     std::vector<int> holds;  // lease seconds asked for
     std::vector<std::string> patches;
+    std::vector<std::pair<std::string, std::string>> agent_states;         // agent slug, state
     std::vector<std::pair<std::string, runner::command_outcome>> written;  // command id, outcome
 
     net::awaitable<bool> hold_for(core::pg::session&, const runner::command_row&,
@@ -77,6 +79,11 @@ struct recording_io : runner::command_io {
     net::awaitable<void> patch_payload(core::pg::session&, runner::command_row,
                                        std::string patch) override {
         patches.push_back(std::move(patch));
+        co_return;
+    }
+    net::awaitable<void> agent_state(core::pg::session&, const runner::command_row&,
+                                     std::string agent_slug, std::string state) override {
+        agent_states.emplace_back(std::move(agent_slug), std::move(state));
         co_return;
     }
     net::awaitable<void> write_outcome(core::pg::session&, runner::command_row cmd,
@@ -120,6 +127,15 @@ struct fake_runtime_box {
         return c;
     }
 };
+
+/// What the row of `cmd` stores of `raw` (the service's one exit), with `synced` secrets.
+inline runner::final_outcome settled(const runner::command_row& cmd, runner::command_outcome raw,
+                                     std::vector<std::string> synced = {},
+                                     std::size_t output_limit = 16 * 1024) {
+    runner::known_secrets known;
+    known.replace(std::move(synced));
+    return runner::settle(cmd, std::move(raw), known, output_limit);
+}
 
 inline std::string new_id() { return core::uuid::generate_v4().to_string(); }
 

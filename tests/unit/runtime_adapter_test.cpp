@@ -183,3 +183,35 @@ TEST_CASE("runtime: argv differs per version where the CLIs differ", "[runtime]"
     CHECK(nine.auth_logout("openai:w", "ana")->argv ==
           sv{"/rt", "models", "auth", "logout", "--agent", "ana", "--yes", "openai:w"});
 }
+
+TEST_CASE(
+    "runtime: the connected providers, the default model and a provider's models come from "
+    "the CLI's JSON",
+    "[runtime]") {
+    // What 2026.6.1 prints for `models status --json` with an anthropic key (cut down).
+    const std::string status =
+        "notice first\n"
+        R"({"defaultModel":"openai/gpt-5.5","auth":{"providers":[)"
+        R"({"provider":"anthropic","effective":{"kind":"profiles"}},)"
+        R"({"provider":"mistral","effective":{"kind":"env"}}],"missingProvidersInUse":["openai"]}})";
+    CHECK(awp::runtime::connected_providers(status) ==
+          std::vector<std::string>{"anthropic", "mistral"});
+    CHECK(awp::runtime::default_model(status) == std::optional<std::string>("openai/gpt-5.5"));
+    CHECK(awp::runtime::connected_providers(R"({"auth":{}})")->empty());
+    CHECK_FALSE(awp::runtime::connected_providers("not json"));
+
+    const std::string list =
+        R"({"count":4,"models":[{"key":"anthropic/claude-a","available":false},)"
+        R"({"key":"openai/gpt-x","available":true},{"key":"anthropic/claude-b","available":true},)"
+        R"({"key":"openrouter/anthropic/claude-c"}]})";
+    const auto only = awp::runtime::models_of(list, {"anthropic"});
+    REQUIRE(only);
+    CHECK(*only == R"({"count":2,"models":[{"key":"anthropic/claude-a","available":false},)"
+                   R"({"key":"anthropic/claude-b","available":true}],"providers":["anthropic"]})");
+    CHECK(*awp::runtime::models_of(list, {}) == R"({"count":0,"models":[],"providers":[]})");
+    CHECK(awp::runtime::first_model(list, "anthropic") ==
+          std::optional<std::string>("anthropic/claude-b"));  // the first available one
+    CHECK(awp::runtime::first_model(R"({"models":[{"key":"x/y"}]})", "x") ==
+          std::optional<std::string>("x/y"));
+    CHECK_FALSE(awp::runtime::first_model(list, "groq"));
+}

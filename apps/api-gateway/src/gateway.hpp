@@ -406,7 +406,7 @@ private:
     /// once per database (core::gateway::kResolveSql) and kept; nullopt while it cannot be.
     net::awaitable<std::optional<std::string>> own_gateway_id(const principal& p);
     net::awaitable<response> proxy_to_gateway(request r, agent_home a);
-    // sources.cpp: connectors, browse/validate, OAuth 2 + PKCE
+    // sources.cpp: connectors, browse/validate; sources_oauth.cpp: OAuth 2 + PKCE
     net::awaitable<response> sources_browse(request r);
     net::awaitable<response> sources_validate(request r);
     net::awaitable<response> oauth_start(request r);

@@ -1,12 +1,8 @@
-// The openclaw CLI adapter (see openclaw.hpp and docs/runtime.md).
-// Why one file: it is the adapter of one CLI. Every argv the runtime accepts, per
-// version dialect, and the parsers of what it prints (version, errors, JSON, the auth store
-// under the runtime's own lock) live together so a new runtime version is one place to read.
+// The openclaw CLI adapter (see openclaw.hpp and docs/runtime.md): the version check, agent ids,
+// terminal codes and error lines, and every argv the runtime accepts, per version dialect, in
+// one file so a new runtime version is one place to read. What it prints as JSON is read in
+// output.cpp; its lock and auth store in runtime_state.cpp.
 #include "awp/runtime/openclaw.hpp"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -21,7 +17,6 @@
 #include <thread>
 
 #include <rapidjson/document.h>
-#include <rapidjson/prettywriter.h>
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
@@ -428,25 +423,6 @@ call cli::approve_pairing(const std::string& channel, const std::string& code) c
     return c;
 }
 
-std::optional<std::string> restart_failure(std::string_view output) {
-    auto doc = fit_json(output, std::size_t{1} << 20);
-    if (!doc) return std::nullopt;
-    auto d = core::json::try_parse(*doc, core::json::kDocument);
-    if (!d || !d->IsObject()) return std::nullopt;
-    const auto ok = d->FindMember("ok");
-    const auto result = d->FindMember("result");
-    const auto message = d->FindMember("message");
-    const bool not_ok = ok != d->MemberEnd() && ok->value.IsBool() && !ok->value.GetBool();
-    const bool not_loaded = result != d->MemberEnd() && result->value.IsString() &&
-                            std::string(result->value.GetString()) == "not-loaded";
-    if (!not_ok && !not_loaded) return std::nullopt;
-    std::string why = message != d->MemberEnd() && message->value.IsString()
-                          ? message->value.GetString()
-                          : "the runtime did not restart its gateway";
-    if (not_loaded) why += " (no runtime gateway service is installed or loaded on this host)";
-    return why;
-}
-
 call cli::restart_gateway() const {
     call c{base(), std::nullopt};
     c.argv.insert(c.argv.end(), {"gateway", "restart", "--json"});
@@ -463,6 +439,18 @@ call cli::list_models(const std::optional<std::string>& provider) const {
     } else {
         c.argv.emplace_back("--all");
     }
+    return c;
+}
+
+call cli::model_status() const {
+    call c{base(), std::nullopt};
+    c.argv.insert(c.argv.end(), {"models", "status", "--json"});
+    return c;
+}
+
+call cli::set_default_model(const std::string& model) const {
+    call c{base(), std::nullopt};
+    c.argv.insert(c.argv.end(), {"models", "set", model});
     return c;
 }
 
@@ -512,190 +500,6 @@ std::optional<call> cli::auth_logout(const std::string& profile_id,
     c.argv.insert(c.argv.end(),
                   {"models", "auth", "logout", "--agent", agent, "--yes", profile_id});
     return c;
-}
-
-// ---- JSON output ----------------------------------------------------------------------------
-
-namespace {
-
-std::string write_json(const rj::Value& v) {
-    rj::StringBuffer buf;
-    rj::Writer<rj::StringBuffer> w(buf);
-    v.Accept(w);
-    return {buf.GetString(), buf.GetSize()};
-}
-
-/// The longest array (by element count) anywhere in `v`, with its JSON-pointer-ish path.
-void longest_array(rj::Value& v, const std::string& path, rj::Value*& best, std::string& best_path,
-                   int depth = 0) {
-    if (depth > 16) return;
-    if (v.IsArray()) {
-        if (!best || v.Size() > best->Size()) {
-            best = &v;
-            best_path = path.empty() ? "/" : path;
-        }
-        for (auto& e : v.GetArray()) longest_array(e, path + "/*", best, best_path, depth + 1);
-    } else if (v.IsObject()) {
-        for (auto& m : v.GetObject())
-            longest_array(m.value, path + "/" + m.name.GetString(), best, best_path, depth + 1);
-    }
-}
-
-}  // namespace
-
-std::optional<std::string> fit_json(std::string_view output, std::size_t limit) {
-    const auto start = output.find_first_of("{[");
-    if (start == std::string_view::npos) return std::nullopt;
-    auto doc = core::json::try_parse(output.substr(start), core::json::kDocument);
-    if (!doc) return std::nullopt;
-    std::string text = write_json(*doc);
-    if (text.size() <= limit) return text;
-    auto& al = doc->GetAllocator();
-    // The marker first: adding a member later could move the array found below.
-    if (doc->IsObject()) {
-        rj::Value info(rj::kObjectType);
-        info.AddMember("path", rj::Value(""), al);
-        info.AddMember("kept", static_cast<uint64_t>(0), al);
-        info.AddMember("total", static_cast<uint64_t>(0), al);
-        doc->AddMember("awpTruncated", info, al);
-    }
-    rj::Value* arr = nullptr;
-    std::string path;
-    longest_array(*doc, "", arr, path);
-    if (!arr || arr->Empty()) return std::nullopt;
-    const std::size_t total = arr->Size();
-    if (doc->IsObject()) {
-        auto& info = (*doc)["awpTruncated"];
-        info["path"].SetString(path.c_str(), static_cast<rj::SizeType>(path.size()), al);
-        info["total"].SetUint64(total);
-    }
-    rj::Value all(*arr, al);  // a copy of the entries
-    auto render = [&](std::size_t keep) {
-        arr->SetArray();
-        for (std::size_t i = 0; i < keep; ++i)
-            arr->PushBack(rj::Value(all[static_cast<rj::SizeType>(i)], al), al);
-        if (doc->IsObject()) (*doc)["awpTruncated"]["kept"].SetUint64(keep);
-        return write_json(*doc);
-    };
-    std::size_t lo = 0, hi = total;
-    while (lo < hi) {
-        const std::size_t mid = (lo + hi + 1) / 2;
-        if (render(mid).size() <= limit) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
-        }
-    }
-    text = render(lo);
-    if (text.size() > limit) return std::nullopt;
-    return text;
-}
-
-// ---- the runtime's lock ---------------------------------------------------------------------
-
-namespace {
-
-bool lock_is_stale(const std::string& lock, std::chrono::milliseconds stale) {
-    struct stat st {};
-    if (::lstat(lock.c_str(), &st) != 0) return false;
-    const auto age = std::chrono::seconds(std::time(nullptr) - st.st_mtime);
-    if (age > stale) return true;
-    std::ifstream in(lock);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    auto d = core::json::try_parse(text, core::json::kDocument);
-    if (!d || !d->IsObject() || !d->HasMember("pid") || !(*d)["pid"].IsInt()) return false;
-    const pid_t pid = (*d)["pid"].GetInt();
-    return pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
-}
-
-}  // namespace
-
-void with_runtime_lock(const std::string& path, const std::function<void()>& fn,
-                       std::chrono::milliseconds wait, std::chrono::milliseconds stale) {
-    const std::string lock = path + ".lock";
-    const auto until = std::chrono::steady_clock::now() + wait;
-    int fd = -1;
-    for (;;) {
-        fd = ::open(lock.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd >= 0) break;
-        if (errno != EEXIST)
-            throw core::error("cannot create the runtime's lock " + lock + ": " +
-                              std::strerror(errno));
-        if (lock_is_stale(lock, stale)) {
-            ::unlink(lock.c_str());
-            continue;
-        }
-        if (std::chrono::steady_clock::now() >= until)
-            throw core::error("the runtime holds " + lock + " (still after " +
-                              std::to_string(wait.count() / 1000) + " s); try again later");
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    char when[64];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S.000Z", std::gmtime(&now));
-    const std::string body =
-        "{\n  \"pid\": " + std::to_string(::getpid()) + ",\n  \"createdAt\": \"" + when + "\"\n}\n";
-    [[maybe_unused]] const auto n = ::write(fd, body.data(), body.size());
-    ::close(fd);
-    struct stat mine {};
-    ::lstat(lock.c_str(), &mine);
-    auto release = [&] {
-        struct stat now_st {};
-        // Only our own lock file (the runtime may have taken over a lock it judged stale).
-        if (::lstat(lock.c_str(), &now_st) == 0 && now_st.st_ino == mine.st_ino &&
-            now_st.st_dev == mine.st_dev)
-            ::unlink(lock.c_str());
-    };
-    try {
-        fn();
-    } catch (...) {
-        release();
-        throw;
-    }
-    release();
-}
-
-int remove_auth_profile(const std::string& state_dir, const std::string& profile_id) {
-    std::error_code ec;
-    int removed = 0;
-    for (const auto& entry : fs::directory_iterator(fs::path(state_dir) / "agents", ec)) {
-        const fs::path f = entry.path() / "agent" / "auth-profiles.json";
-        if (!fs::is_regular_file(fs::symlink_status(f, ec))) continue;  // no symlinks followed
-        with_runtime_lock(f.string(), [&] {
-            std::ifstream in(f);
-            std::string text((std::istreambuf_iterator<char>(in)),
-                             std::istreambuf_iterator<char>());
-            auto d = core::json::try_parse(text, core::json::kDocument);
-            if (!d || !d->IsObject()) return;
-            bool hit = false;
-            for (const char* key : {"profiles", "usageStats", "lastGood"}) {
-                auto m = d->FindMember(key);
-                if (m != d->MemberEnd() && m->value.IsObject() &&
-                    m->value.RemoveMember(profile_id.c_str()))
-                    hit = hit || std::string(key) == "profiles";
-            }
-            if (!hit) return;
-            rj::StringBuffer buf;
-            rj::PrettyWriter<rj::StringBuffer> w(buf);
-            w.SetIndent(' ', 2);
-            d->Accept(w);
-            const std::string tmp = f.string() + ".awp-tmp";
-            {
-                const int fd = ::open(tmp.c_str(),
-                                      O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-                if (fd < 0) throw core::error("cannot write " + tmp + ": " + std::strerror(errno));
-                const std::string body = std::string(buf.GetString(), buf.GetSize()) + "\n";
-                const bool ok =
-                    ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) &&
-                    ::fsync(fd) == 0;
-                ::close(fd);
-                if (!ok) throw core::error("cannot write " + tmp);
-            }
-            fs::rename(tmp, f);
-            ++removed;
-        });
-    }
-    return removed;
 }
 
 }  // namespace awp::runtime

@@ -137,7 +137,13 @@ public:
     call restart_gateway() const;
 
     // ---- models and auth ------------------------------------------------------------------
+    /// `models list --json`: one provider's catalogue (--provider P), or the whole (--all).
     call list_models(const std::optional<std::string>& provider) const;
+    /// `models status --json`, no probe: the default model and the providers with credentials
+    /// (connected_providers, default_model).
+    call model_status() const;
+    /// `models set <provider/model>`: the gateway's default model (agents.defaults.model).
+    call set_default_model(const std::string& model) const;
     /// `models status --json --probe`, optionally of one profile.
     call auth_status(const std::optional<std::string>& profile_id) const;
     /// The key arrives on stdin, never in argv.
@@ -164,6 +170,23 @@ private:
 /// "awpTruncated": {"path": <array>, "kept": k, "total": n}. Never cuts inside a value, so the
 /// result is always valid JSON; text that is not JSON is returned as nullopt.
 std::optional<std::string> fit_json(std::string_view output, std::size_t limit);
+
+/// The providers the runtime has credentials for, from `models status --json` (its
+/// auth.providers: auth profiles, config and environment); nullopt when it is not JSON.
+std::optional<std::vector<std::string>> connected_providers(std::string_view status_output);
+
+/// The default model (`defaultModel`) of `models status --json`.
+std::optional<std::string> default_model(std::string_view status_output);
+
+/// `models list --json` output cut down to the models of `providers` (a model's provider is its
+/// key up to the first '/'): {"count": n, "models": [...], "providers": [...]}; nullopt when the
+/// output is not the runtime's list.
+std::optional<std::string> models_of(std::string_view list_output,
+                                     const std::vector<std::string>& providers);
+
+/// The model a provider's catalogue (`models list --json --provider P`) offers first: the first
+/// entry the runtime marks available, else the first entry; nullopt when it has none.
+std::optional<std::string> first_model(std::string_view list_output, const std::string& provider);
 
 /// `gateway restart --json` answers ok even when there was nothing to restart ("result":
 /// "not-loaded": no service installed). The reason to fail restart_gateway, or nullopt.
