@@ -122,7 +122,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "reads are READ ONLY and capped at max rows; writes decide their end after the "
+    "reads are READ ONLY and capped at max rows, writes decide their end after the "
     "statement when the answer can refuse them",
     "[rest]") {
     rest::options o;
