@@ -1,11 +1,15 @@
 -- The migrated schema as sorted text (scripts/schema-snapshot.sh runs it; sql/README.md).
--- Everything of schema public that is not part of an extension, plus the roles its privileges
--- and policies name. Not function bodies: those are in sql/functions/*.sql.
+-- Everything of schemas public and auth (what the migrations make there: sql/0028) that is not
+-- part of an extension, plus the roles its privileges and policies name. Not function bodies:
+-- those are in sql/functions/*.sql (and, for auth's, in sql/0028).
 -- Run with search_path = pg_catalog, so every name outside pg_catalog is schema-qualified.
 \pset format unaligned
 \pset tuples_only on
 \pset footer off
 
+-- The schemas shown.
+CREATE TEMPORARY VIEW snap_ns AS
+  SELECT oid FROM pg_namespace WHERE nspname IN ('public', 'auth');
 -- Objects of schema public that belong to an extension (pgvector's, when it lives there).
 CREATE TEMPORARY VIEW snap_ext AS
   SELECT d.classid, d.objid FROM pg_depend d WHERE d.deptype = 'e';
@@ -29,14 +33,14 @@ SELECT '';
 SELECT '-- roles (named by a privilege or a policy)';
 WITH named AS (
   SELECT x.grantee AS r FROM pg_class c, aclexplode(c.relacl) x
-   WHERE c.relnamespace = 'public'::regnamespace
+   WHERE c.relnamespace IN (SELECT oid FROM snap_ns)
   UNION SELECT x.grantee FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid,
-               aclexplode(a.attacl) x WHERE c.relnamespace = 'public'::regnamespace
+               aclexplode(a.attacl) x WHERE c.relnamespace IN (SELECT oid FROM snap_ns)
   UNION SELECT x.grantee FROM pg_proc p, aclexplode(p.proacl) x
-   WHERE p.pronamespace = 'public'::regnamespace
+   WHERE p.pronamespace IN (SELECT oid FROM snap_ns)
   UNION SELECT x.grantee FROM pg_type t, aclexplode(t.typacl) x
-   WHERE t.typnamespace = 'public'::regnamespace
-  UNION SELECT x.grantee FROM pg_namespace n, aclexplode(n.nspacl) x WHERE n.nspname = 'public'
+   WHERE t.typnamespace IN (SELECT oid FROM snap_ns)
+  UNION SELECT x.grantee FROM pg_namespace n, aclexplode(n.nspacl) x WHERE n.nspname IN ('public', 'auth')
   UNION SELECT unnest(p.polroles) FROM pg_policy p
 ), roles AS (
   SELECT r.* FROM pg_roles r JOIN named ON named.r = r.oid
@@ -58,9 +62,9 @@ SELECT format('extension %s in schema %s', e.extname, e.extnamespace::regnamespa
   FROM pg_extension e WHERE e.extname <> 'plpgsql' ORDER BY e.extname;
 
 SELECT '';
-SELECT '-- schema public';
-SELECT 'schema public: ' || pg_temp.snap_acl(n.nspacl, n.nspowner)
-  FROM pg_namespace n WHERE n.nspname = 'public';
+SELECT '-- schemas';
+SELECT format('schema %s: %s', n.nspname, pg_temp.snap_acl(n.nspacl, n.nspowner))
+  FROM pg_namespace n WHERE n.nspname IN ('public', 'auth') ORDER BY n.nspname;
 SELECT format('default privileges of %s%s on %s: %s', d.defaclrole::regrole,
               CASE WHEN d.defaclnamespace = 0 THEN ''
                    ELSE ' in schema ' || d.defaclnamespace::regnamespace::text END,
@@ -75,14 +79,14 @@ SELECT format('enum %s: %s', t.oid::regtype,
               (SELECT string_agg(quote_literal(e.enumlabel), ', ' ORDER BY e.enumsortorder)
                  FROM pg_enum e WHERE e.enumtypid = t.oid))
   FROM pg_type t
- WHERE t.typnamespace = 'public'::regnamespace AND t.typtype = 'e'
+ WHERE t.typnamespace IN (SELECT oid FROM snap_ns) AND t.typtype = 'e'
    AND NOT EXISTS (SELECT 1 FROM snap_ext x WHERE x.classid = 'pg_type'::regclass AND x.objid = t.oid)
  ORDER BY 1;
 SELECT format('type %s (%s): %s', t.oid::regtype,
               CASE t.typtype WHEN 'd' THEN 'domain' WHEN 'c' THEN 'composite' ELSE t.typtype::text END,
               pg_temp.snap_acl(t.typacl, t.typowner))
   FROM pg_type t LEFT JOIN pg_class c ON c.oid = t.typrelid
- WHERE t.typnamespace = 'public'::regnamespace AND t.typtype IN ('d', 'c')
+ WHERE t.typnamespace IN (SELECT oid FROM snap_ns) AND t.typtype IN ('d', 'c')
    AND (c.oid IS NULL OR c.relkind = 'c')
    AND NOT EXISTS (SELECT 1 FROM snap_ext x WHERE x.classid = 'pg_type'::regclass AND x.objid = t.oid)
  ORDER BY 1;
@@ -102,7 +106,7 @@ SELECT line FROM (
                 CASE WHEN c.reloptions IS NULL THEN '' ELSE ', with (' || array_to_string(
                   ARRAY(SELECT o FROM unnest(c.reloptions) o ORDER BY o), ', ') || ')' END) AS line
     FROM pg_class c
-   WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+   WHERE c.relnamespace IN (SELECT oid FROM snap_ns) AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
      AND NOT EXISTS (SELECT 1 FROM snap_ext x WHERE x.classid = 'pg_class'::regclass AND x.objid = c.oid)
   UNION ALL
   SELECT c.oid::regclass::text, 1, '', a.attnum,
@@ -118,20 +122,20 @@ SELECT line FROM (
     FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
     JOIN pg_type t ON t.oid = a.atttypid
     LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
-   WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm')
+   WHERE c.relnamespace IN (SELECT oid FROM snap_ns) AND c.relkind IN ('r', 'p', 'v', 'm')
      AND NOT EXISTS (SELECT 1 FROM snap_ext x WHERE x.classid = 'pg_class'::regclass AND x.objid = c.oid)
   UNION ALL
   SELECT c.conrelid::regclass::text, 2, c.conname, 0,
          format('  constraint %s %s', quote_ident(c.conname), pg_get_constraintdef(c.oid, true))
-    FROM pg_constraint c WHERE c.connamespace = 'public'::regnamespace AND c.conrelid <> 0
+    FROM pg_constraint c WHERE c.connamespace IN (SELECT oid FROM snap_ns) AND c.conrelid <> 0
   UNION ALL
   SELECT i.indrelid::regclass::text, 3, ic.relname, 0, '  ' || pg_get_indexdef(i.indexrelid)
     FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_class c ON c.oid = i.indrelid
-   WHERE c.relnamespace = 'public'::regnamespace
+   WHERE c.relnamespace IN (SELECT oid FROM snap_ns)
   UNION ALL
   SELECT t.tgrelid::regclass::text, 4, t.tgname, 0, '  ' || pg_get_triggerdef(t.oid, true)
     FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-   WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal
+   WHERE c.relnamespace IN (SELECT oid FROM snap_ns) AND NOT t.tgisinternal
   UNION ALL
   SELECT p.polrelid::regclass::text, 5, p.polname, 0,
          format('  policy %s %s FOR %s TO %s%s%s', quote_ident(p.polname),
@@ -143,17 +147,17 @@ SELECT line FROM (
                 coalesce(' USING (' || pg_get_expr(p.polqual, p.polrelid) || ')', ''),
                 coalesce(' WITH CHECK (' || pg_get_expr(p.polwithcheck, p.polrelid) || ')', ''))
     FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
-   WHERE c.relnamespace = 'public'::regnamespace
+   WHERE c.relnamespace IN (SELECT oid FROM snap_ns)
   UNION ALL
   SELECT c.oid::regclass::text, 6, '', 0, '  grants ' || pg_temp.snap_acl(c.relacl, c.relowner)
     FROM pg_class c
-   WHERE c.relnamespace = 'public'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+   WHERE c.relnamespace IN (SELECT oid FROM snap_ns) AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
      AND NOT EXISTS (SELECT 1 FROM snap_ext x WHERE x.classid = 'pg_class'::regclass AND x.objid = c.oid)
   UNION ALL
   SELECT c.oid::regclass::text, 7, a.attname, 0,
          format('  column grants %s: %s', quote_ident(a.attname), pg_temp.snap_acl(a.attacl, c.relowner))
     FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-   WHERE c.relnamespace = 'public'::regnamespace AND a.attacl IS NOT NULL
+   WHERE c.relnamespace IN (SELECT oid FROM snap_ns) AND a.attacl IS NOT NULL
 ) s ORDER BY rel, part, k, n, line;
 
 SELECT '';
@@ -171,6 +175,6 @@ SELECT format(E'%s %s(%s)\n  returns %s, %s%s%s%s%s%s, owner %s\n  execute %s',
               coalesce(' SET ' || array_to_string(p.proconfig, ', '), ''),
               p.proowner::regrole, pg_temp.snap_acl(p.proacl, p.proowner))
   FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
- WHERE p.pronamespace = 'public'::regnamespace
+ WHERE p.pronamespace IN (SELECT oid FROM snap_ns)
    AND NOT EXISTS (SELECT 1 FROM snap_ext x WHERE x.classid = 'pg_proc'::regclass AND x.objid = p.oid)
  ORDER BY p.oid::regprocedure::text;

@@ -10,7 +10,8 @@ role service_role: NOLOGIN BYPASSRLS
 -- extensions
 extension vector in schema public
 
--- schema public
+-- schemas
+schema auth: (owner): CREATE, USAGE; anon: USAGE; authenticated: USAGE; service_role: USAGE
 schema public: (owner): CREATE, USAGE; PUBLIC: USAGE; anon: USAGE; authenticated: USAGE; awp_gateway: USAGE; service_role: USAGE
 default privileges of postgres on functions: (owner): EXECUTE
 
@@ -29,6 +30,32 @@ enum public.task_status: 'todo', 'in_progress', 'blocked', 'done', 'cancelled', 
 enum public.work_product_status: 'draft', 'in_review', 'approved', 'revision_requested', 'rejected'
 
 -- tables
+
+table auth.users (owner postgres), row level security
+  column instance_id uuid
+  column id uuid NOT NULL
+  column aud character varying(255)
+  column role character varying(255)
+  column email character varying(255)
+  column phone text
+  column email_confirmed_at timestamp with time zone
+  column phone_confirmed_at timestamp with time zone
+  column confirmed_at timestamp with time zone
+  column last_sign_in_at timestamp with time zone
+  column raw_app_meta_data jsonb
+  column raw_user_meta_data jsonb
+  column is_super_admin boolean
+  column is_sso_user boolean NOT NULL DEFAULT false
+  column is_anonymous boolean NOT NULL DEFAULT false
+  column banned_until timestamp with time zone
+  column deleted_at timestamp with time zone
+  column created_at timestamp with time zone
+  column updated_at timestamp with time zone
+  constraint users_pkey PRIMARY KEY (id)
+  CREATE INDEX users_email_idx ON auth.users USING btree (email)
+  CREATE UNIQUE INDEX users_pkey ON auth.users USING btree (id)
+  policy service_role_read PERMISSIVE FOR SELECT TO service_role USING (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: SELECT
 
 table public.agent_commands (owner postgres), row level security forced, with (autovacuum_vacuum_scale_factor=0.02, autovacuum_vacuum_threshold=1000, vacuum_index_cleanup=on)
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -60,12 +87,12 @@ CASE
     WHEN (status = ANY (ARRAY['done'::public.command_status, 'failed'::public.command_status])) THEN finished_at
     ELSE NULL::timestamp with time zone
 END) STORED
+  constraint agent_commands_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (agent_id)
+  constraint agent_commands_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   constraint agent_commands_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint agent_commands_payload_is_object CHECK (jsonb_typeof(payload) = 'object'::text)
   constraint agent_commands_pkey PRIMARY KEY (id)
-  constraint agent_commands_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (agent_id)
   constraint agent_commands_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint agent_commands_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   CREATE INDEX agent_commands_agent_idx ON public.agent_commands USING btree (agent_id, created_at DESC)
   CREATE INDEX agent_commands_lease_idx ON public.agent_commands USING btree (lease_expires_at) WHERE (status = ANY (ARRAY['leased'::public.command_status, 'running'::public.command_status]))
   CREATE INDEX agent_commands_pending_idx ON public.agent_commands USING btree (gateway_id, created_at, id) WHERE (status = 'pending'::public.command_status)
@@ -129,21 +156,21 @@ table public.agent_inbox_items (owner postgres), row level security, with (autov
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column attempt_count integer NOT NULL DEFAULT 0
   column context jsonb NOT NULL DEFAULT '{}'::jsonb
+  constraint agent_inbox_items_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint agent_inbox_items_attempt_count_check CHECK (attempt_count >= 0)
   constraint agent_inbox_items_attempts_check CHECK (attempts >= 0)
+  constraint agent_inbox_items_comment_id_fkey FOREIGN KEY (tenant_id, comment_id) REFERENCES public.task_comments(tenant_id, id) ON DELETE CASCADE
+  constraint agent_inbox_items_contact_id_fkey FOREIGN KEY (tenant_id, contact_id) REFERENCES public.contacts(tenant_id, id) ON DELETE CASCADE
   constraint agent_inbox_items_context_check CHECK (jsonb_typeof(context) = 'object'::text)
   constraint agent_inbox_items_dedup_key_key UNIQUE (dedup_key)
+  constraint agent_inbox_items_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE SET NULL (gateway_id)
   constraint agent_inbox_items_max_attempts_check CHECK (max_attempts >= 1)
   constraint agent_inbox_items_payload_check CHECK (jsonb_typeof(payload) = 'object'::text)
   constraint agent_inbox_items_pkey PRIMARY KEY (id)
-  constraint agent_inbox_items_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
-  constraint agent_inbox_items_tenant_id_comment_id_fkey FOREIGN KEY (tenant_id, comment_id) REFERENCES public.task_comments(tenant_id, id) ON DELETE CASCADE
-  constraint agent_inbox_items_tenant_id_contact_id_fkey FOREIGN KEY (tenant_id, contact_id) REFERENCES public.contacts(tenant_id, id) ON DELETE CASCADE
+  constraint agent_inbox_items_routine_id_fkey FOREIGN KEY (tenant_id, routine_id) REFERENCES public.routines(tenant_id, id) ON DELETE SET NULL (routine_id)
+  constraint agent_inbox_items_task_id_fkey FOREIGN KEY (tenant_id, task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
   constraint agent_inbox_items_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint agent_inbox_items_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE SET NULL (gateway_id)
-  constraint agent_inbox_items_tenant_id_routine_id_fkey FOREIGN KEY (tenant_id, routine_id) REFERENCES public.routines(tenant_id, id) ON DELETE SET NULL (routine_id)
-  constraint agent_inbox_items_tenant_id_task_id_fkey FOREIGN KEY (tenant_id, task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
-  constraint agent_inbox_items_tenant_id_work_product_id_fkey FOREIGN KEY (tenant_id, work_product_id) REFERENCES public.work_products(tenant_id, id) ON DELETE CASCADE
+  constraint agent_inbox_items_work_product_id_fkey FOREIGN KEY (tenant_id, work_product_id) REFERENCES public.work_products(tenant_id, id) ON DELETE CASCADE
   CREATE UNIQUE INDEX agent_inbox_items_dedup_key_key ON public.agent_inbox_items USING btree (dedup_key)
   CREATE INDEX agent_inbox_items_gateway_idx ON public.agent_inbox_items USING btree (gateway_id, agent_id) WHERE (status = ANY (ARRAY['pending'::public.inbox_item_status, 'failed'::public.inbox_item_status, 'leased'::public.inbox_item_status]))
   CREATE INDEX agent_inbox_items_lease_idx ON public.agent_inbox_items USING btree (lease_expires_at) WHERE (status = 'leased'::public.inbox_item_status)
@@ -177,11 +204,11 @@ table public.agent_usage (owner postgres), row level security forced
   column total_tokens bigint NOT NULL DEFAULT 0
   column cost_total_usd numeric(14,6)
   column occurred_at timestamp with time zone NOT NULL
+  constraint agent_usage_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint agent_usage_input_tokens_check CHECK (input_tokens >= 0)
   constraint agent_usage_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint agent_usage_output_tokens_check CHECK (output_tokens >= 0)
   constraint agent_usage_pkey PRIMARY KEY (id)
-  constraint agent_usage_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint agent_usage_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint agent_usage_total_tokens_check CHECK (total_tokens >= 0)
   CREATE INDEX agent_usage_agent_created_idx ON public.agent_usage USING btree (agent_id, created_at DESC)
@@ -213,15 +240,15 @@ table public.agents (owner postgres), row level security
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   constraint agents_config_check CHECK (jsonb_typeof(config) = 'object'::text)
+  constraint agents_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE SET NULL (gateway_id)
   constraint agents_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint agents_name_check CHECK (btrim(name) <> ''::text)
   constraint agents_not_own_manager CHECK (reports_to_id IS DISTINCT FROM id)
   constraint agents_pkey PRIMARY KEY (id)
+  constraint agents_reports_to_id_fkey FOREIGN KEY (tenant_id, reports_to_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (reports_to_id)
   constraint agents_slug_check CHECK (slug ~ '^[a-zA-Z0-9][a-zA-Z0-9._-]{0,127}$'::text AND slug !~~ '%..%'::text)
   constraint agents_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint agents_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE SET NULL (gateway_id)
   constraint agents_tenant_id_key UNIQUE (tenant_id, id)
-  constraint agents_tenant_id_reports_to_id_fkey FOREIGN KEY (tenant_id, reports_to_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (reports_to_id)
   constraint agents_tenant_slug_key UNIQUE (tenant_id, slug)
   CREATE INDEX agents_gateway_name_idx ON public.agents USING btree (gateway_id, name)
   CREATE UNIQUE INDEX agents_pkey ON public.agents USING btree (id)
@@ -238,9 +265,60 @@ table public.agents (owner postgres), row level security
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
+table public.app_refresh_tokens (owner postgres), row level security forced
+  column id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
+  column token_sha256 bytea NOT NULL
+  column session_id uuid NOT NULL
+  column user_id uuid NOT NULL
+  column parent_id bigint
+  column revoked boolean NOT NULL DEFAULT false
+  column revoked_at timestamp with time zone
+  column child_sealed bytea
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint app_refresh_tokens_check CHECK (revoked = (revoked_at IS NOT NULL))
+  constraint app_refresh_tokens_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES public.app_refresh_tokens(id) ON DELETE SET NULL
+  constraint app_refresh_tokens_pkey PRIMARY KEY (id)
+  constraint app_refresh_tokens_session_id_fkey FOREIGN KEY (session_id) REFERENCES public.app_sessions(id) ON DELETE CASCADE
+  constraint app_refresh_tokens_token_sha256_check CHECK (length(token_sha256) = 32)
+  constraint app_refresh_tokens_token_sha256_key UNIQUE (token_sha256)
+  constraint app_refresh_tokens_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.app_users(id) ON DELETE CASCADE
+  CREATE INDEX app_refresh_tokens_parent_id_idx ON public.app_refresh_tokens USING btree (parent_id)
+  CREATE UNIQUE INDEX app_refresh_tokens_pkey ON public.app_refresh_tokens USING btree (id)
+  CREATE INDEX app_refresh_tokens_session_id_idx ON public.app_refresh_tokens USING btree (session_id)
+  CREATE UNIQUE INDEX app_refresh_tokens_token_sha256_key ON public.app_refresh_tokens USING btree (token_sha256)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+sequence public.app_refresh_tokens_id_seq (owner postgres)
+  grants (default)
+
+table public.app_sessions (owner postgres), row level security forced
+  column id uuid NOT NULL
+  column user_id uuid NOT NULL
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column refreshed_at timestamp with time zone
+  column not_after timestamp with time zone
+  column revoked_at timestamp with time zone
+  column revoked_reason text
+  column tokens_valid_until timestamp with time zone NOT NULL
+  column aal text NOT NULL DEFAULT 'aal1'::text
+  column user_agent text
+  column ip inet
+  constraint app_sessions_check CHECK ((revoked_at IS NULL) = (revoked_reason IS NULL))
+  constraint app_sessions_pkey PRIMARY KEY (id)
+  constraint app_sessions_revoked_reason_check CHECK (revoked_reason = ANY (ARRAY['logout'::text, 'logout_global'::text, 'logout_others'::text, 'refresh_token_reuse'::text, 'password_changed'::text]))
+  constraint app_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.app_users(id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX app_sessions_pkey ON public.app_sessions USING btree (id)
+  CREATE INDEX app_sessions_revoked_idx ON public.app_sessions USING btree (tokens_valid_until) WHERE (revoked_at IS NOT NULL)
+  CREATE INDEX app_sessions_user_id_idx ON public.app_sessions USING btree (user_id)
+  CREATE TRIGGER app_sessions_updated_at BEFORE UPDATE ON public.app_sessions FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
 table public.app_users (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
-  column tenant_id uuid NOT NULL DEFAULT '00000000-0000-0000-0000-000000000000'::uuid
+  column tenant_id uuid DEFAULT '00000000-0000-0000-0000-000000000000'::uuid
   column email text NOT NULL
   column password_hash text NOT NULL
   column display_name text
@@ -249,12 +327,15 @@ table public.app_users (owner postgres), row level security forced
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column is_operator boolean NOT NULL DEFAULT false
+  column user_metadata jsonb NOT NULL DEFAULT '{}'::jsonb
   constraint app_users_email_check CHECK (email ~ '^[^@[:space:]]+@[^@[:space:]]+$'::text)
   constraint app_users_password_hash_check CHECK (password_hash ~~ '$argon2id$%'::text)
   constraint app_users_pkey PRIMARY KEY (id)
   constraint app_users_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint app_users_user_metadata_check CHECK (jsonb_typeof(user_metadata) = 'object'::text)
   CREATE UNIQUE INDEX app_users_email_key ON public.app_users USING btree (lower(email))
   CREATE UNIQUE INDEX app_users_pkey ON public.app_users USING btree (id)
+  CREATE TRIGGER app_users_auth_users_sync AFTER INSERT OR DELETE OR UPDATE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_auth_users_sync()
   CREATE TRIGGER app_users_updated_at BEFORE UPDATE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -274,8 +355,8 @@ table public.collection_records (owner postgres), row level security forced
   column archived_at timestamp with time zone
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint collection_records_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collections(tenant_id, id) ON DELETE CASCADE
   constraint collection_records_pkey PRIMARY KEY (id)
-  constraint collection_records_tenant_id_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collections(tenant_id, id) ON DELETE CASCADE
   constraint collection_records_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint collection_records_tenant_id_key UNIQUE (tenant_id, id)
   constraint collection_records_values_check CHECK (jsonb_typeof("values") = 'object'::text)
@@ -356,11 +437,11 @@ table public.daemon_heartbeats (owner postgres), row level security forced
   column last_seen_at timestamp with time zone NOT NULL DEFAULT now()
   column meta jsonb NOT NULL DEFAULT '{}'::jsonb
   constraint daemon_heartbeats_daemon_check CHECK (daemon ~ '^[a-z][a-z0-9_-]{0,62}$'::text)
+  constraint daemon_heartbeats_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   constraint daemon_heartbeats_instance_check CHECK (btrim(instance) <> ''::text)
   constraint daemon_heartbeats_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint daemon_heartbeats_pkey PRIMARY KEY (gateway_id, daemon, instance)
   constraint daemon_heartbeats_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint daemon_heartbeats_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   CREATE UNIQUE INDEX daemon_heartbeats_pkey ON public.daemon_heartbeats USING btree (gateway_id, daemon, instance)
   policy gateway_own PERMISSIVE FOR ALL TO awp_gateway USING ((gateway_id = COALESCE(( SELECT g.gateway_id
    FROM public.gateway_roles g
@@ -377,9 +458,9 @@ table public.gateway_keys (owner postgres), row level security
   column secret_sha256 bytea NOT NULL
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column rotated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint gateway_keys_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   constraint gateway_keys_pkey PRIMARY KEY (gateway_id)
   constraint gateway_keys_secret_sha256_check CHECK (length(secret_sha256) = 32)
-  constraint gateway_keys_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   CREATE UNIQUE INDEX gateway_keys_pkey ON public.gateway_keys USING btree (gateway_id)
   policy presented_key PERMISSIVE FOR SELECT TO awp_gateway USING ((gateway_id = ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id)))
   policy service_role_all PERMISSIVE FOR SELECT TO service_role USING (true)
@@ -395,8 +476,8 @@ table public.gateway_registration_tokens (owner postgres), row level security
   column consumed_by_gateway_id uuid
   column created_by text
   column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint gateway_registration_tokens_consumed_by_gateway_id_fkey FOREIGN KEY (tenant_id, consumed_by_gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE SET NULL (consumed_by_gateway_id)
   constraint gateway_registration_tokens_pkey PRIMARY KEY (id)
-  constraint gateway_registration_tokens_tenant_id_consumed_by_gateway__fkey FOREIGN KEY (tenant_id, consumed_by_gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE SET NULL (consumed_by_gateway_id)
   constraint gateway_registration_tokens_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint gateway_registration_tokens_token_hash_check CHECK (token_hash ~ '^[0-9a-f]{64}$'::text)
   constraint gateway_registration_tokens_token_hash_key UNIQUE (token_hash)
@@ -411,10 +492,10 @@ table public.gateway_roles (owner postgres), row level security
   column gateway_id uuid NOT NULL
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column rotated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint gateway_roles_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   constraint gateway_roles_gateway_id_key UNIQUE (gateway_id)
   constraint gateway_roles_pkey PRIMARY KEY (role_name)
   constraint gateway_roles_role_name_check CHECK (role_name ~ '^awp_gw_[a-z0-9_]{1,56}$'::text)
-  constraint gateway_roles_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   CREATE UNIQUE INDEX gateway_roles_gateway_id_key ON public.gateway_roles USING btree (gateway_id)
   CREATE UNIQUE INDEX gateway_roles_pkey ON public.gateway_roles USING btree (role_name)
   policy own_role PERMISSIVE FOR SELECT TO awp_gateway USING ((role_name = SESSION_USER))
@@ -487,10 +568,10 @@ table public.knowledge_chunks (owner postgres), row level security forced
   constraint knowledge_chunks_chunk_index_check CHECK (chunk_index >= 0)
   constraint knowledge_chunks_embedding_status_check CHECK (embedding_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text]))
   constraint knowledge_chunks_item_index_key UNIQUE (knowledge_item_id, chunk_index)
+  constraint knowledge_chunks_knowledge_item_id_fkey FOREIGN KEY (tenant_id, knowledge_item_id) REFERENCES public.knowledge_items(tenant_id, id) ON DELETE CASCADE
   constraint knowledge_chunks_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint knowledge_chunks_pkey PRIMARY KEY (id)
   constraint knowledge_chunks_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint knowledge_chunks_tenant_id_knowledge_item_id_fkey FOREIGN KEY (tenant_id, knowledge_item_id) REFERENCES public.knowledge_items(tenant_id, id) ON DELETE CASCADE
   CREATE INDEX knowledge_chunks_embedding_hnsw ON public.knowledge_chunks USING hnsw (embedding public.vector_cosine_ops) WITH (m='16', ef_construction='64')
   CREATE UNIQUE INDEX knowledge_chunks_item_index_key ON public.knowledge_chunks USING btree (knowledge_item_id, chunk_index)
   CREATE UNIQUE INDEX knowledge_chunks_pkey ON public.knowledge_chunks USING btree (id)
@@ -518,11 +599,11 @@ table public.knowledge_folders (owner postgres), row level security forced
   constraint knowledge_folders_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint knowledge_folders_name_check CHECK (btrim(name) <> ''::text)
   constraint knowledge_folders_not_own_parent CHECK (parent_id IS DISTINCT FROM id)
+  constraint knowledge_folders_parent_id_fkey FOREIGN KEY (tenant_id, parent_id) REFERENCES public.knowledge_folders(tenant_id, id) ON DELETE CASCADE
   constraint knowledge_folders_pkey PRIMARY KEY (id)
   constraint knowledge_folders_scope_check CHECK (scope = ANY (ARRAY['workspace'::text, 'agent'::text]))
   constraint knowledge_folders_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint knowledge_folders_tenant_id_key UNIQUE (tenant_id, id)
-  constraint knowledge_folders_tenant_id_parent_id_fkey FOREIGN KEY (tenant_id, parent_id) REFERENCES public.knowledge_folders(tenant_id, id) ON DELETE CASCADE
   CREATE UNIQUE INDEX knowledge_folders_pkey ON public.knowledge_folders USING btree (id)
   CREATE UNIQUE INDEX knowledge_folders_tenant_id_key ON public.knowledge_folders USING btree (tenant_id, id)
   CREATE TRIGGER knowledge_folders_updated_at BEFORE UPDATE ON public.knowledge_folders FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
@@ -542,9 +623,9 @@ table public.knowledge_item_versions (owner postgres), row level security
   column changed_by text
   column changed_at timestamp with time zone NOT NULL DEFAULT now()
   constraint knowledge_item_versions_item_version_key UNIQUE (knowledge_item_id, version)
+  constraint knowledge_item_versions_knowledge_item_id_fkey FOREIGN KEY (tenant_id, knowledge_item_id) REFERENCES public.knowledge_items(tenant_id, id) ON DELETE CASCADE
   constraint knowledge_item_versions_pkey PRIMARY KEY (id)
   constraint knowledge_item_versions_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint knowledge_item_versions_tenant_id_knowledge_item_id_fkey FOREIGN KEY (tenant_id, knowledge_item_id) REFERENCES public.knowledge_items(tenant_id, id) ON DELETE CASCADE
   constraint knowledge_item_versions_version_check CHECK (version >= 1)
   CREATE UNIQUE INDEX knowledge_item_versions_item_version_key ON public.knowledge_item_versions USING btree (knowledge_item_id, version)
   CREATE UNIQUE INDEX knowledge_item_versions_pkey ON public.knowledge_item_versions USING btree (id)
@@ -597,19 +678,19 @@ table public.knowledge_items (owner postgres), row level security
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column source_hash text GENERATED ALWAYS AS (public.awp_sha256_hex(((((((title || chr(31)) || public.awp_text_array_to_string(tags)) || chr(31)) || COALESCE(plain_text, ''::text)) || chr(31)) || COALESCE((content)::text, ''::text)))) STORED
   column search_vector tsvector GENERATED ALWAYS AS (((setweight(to_tsvector('english'::regconfig, title), 'A'::"char") || setweight(to_tsvector('english'::regconfig, public.awp_text_array_to_string(tags)), 'B'::"char")) || setweight(to_tsvector('english'::regconfig, COALESCE(plain_text, ''::text)), 'C'::"char"))) STORED
+  constraint knowledge_items_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint knowledge_items_chunk_status_check CHECK (chunk_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text]))
   constraint knowledge_items_embedding_status_check CHECK (embedding_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text]))
+  constraint knowledge_items_folder_id_fkey FOREIGN KEY (tenant_id, folder_id) REFERENCES public.knowledge_folders(tenant_id, id) ON DELETE SET NULL (folder_id)
   constraint knowledge_items_kind_check CHECK (kind = ANY (ARRAY['page'::text, 'skill'::text, 'file'::text, 'source'::text]))
   constraint knowledge_items_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint knowledge_items_pkey PRIMARY KEY (id)
   constraint knowledge_items_processing_status_check CHECK (processing_status = ANY (ARRAY['ready'::text, 'processing'::text, 'done'::text, 'failed'::text]))
   constraint knowledge_items_scope_check CHECK (scope = ANY (ARRAY['workspace'::text, 'agent'::text]))
+  constraint knowledge_items_source_connection_id_fkey FOREIGN KEY (tenant_id, source_connection_id) REFERENCES public.source_connections(tenant_id, id) ON DELETE SET NULL (source_connection_id)
   constraint knowledge_items_source_sync_status_check CHECK (source_sync_status = ANY (ARRAY['synced'::text, 'stale'::text, 'error'::text, 'source_deleted'::text]))
-  constraint knowledge_items_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint knowledge_items_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint knowledge_items_tenant_id_folder_id_fkey FOREIGN KEY (tenant_id, folder_id) REFERENCES public.knowledge_folders(tenant_id, id) ON DELETE SET NULL (folder_id)
   constraint knowledge_items_tenant_id_key UNIQUE (tenant_id, id)
-  constraint knowledge_items_tenant_id_source_connection_id_fkey FOREIGN KEY (tenant_id, source_connection_id) REFERENCES public.source_connections(tenant_id, id) ON DELETE SET NULL (source_connection_id)
   constraint knowledge_items_title_check CHECK (btrim(title) <> ''::text)
   CREATE INDEX knowledge_items_agent_idx ON public.knowledge_items USING btree (agent_id) WHERE (agent_id IS NOT NULL)
   CREATE INDEX knowledge_items_embedding_hnsw ON public.knowledge_items USING hnsw (embedding public.vector_cosine_ops) WITH (m='16', ef_construction='64')
@@ -687,7 +768,9 @@ table public.routines (owner postgres), row level security
   column archived_at timestamp with time zone
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint routines_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint routines_cadence_type_check CHECK (cadence_type = ANY (ARRAY['every_n_minutes'::text, 'every_n_hours'::text, 'daily'::text, 'weekdays'::text, 'weekly'::text, 'monthly'::text, 'every_n_days'::text]))
+  constraint routines_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collections(tenant_id, id) ON DELETE CASCADE
   constraint routines_condition_check CHECK (condition = ANY (ARRAY['created'::text, 'changed_to'::text, 'changed_from'::text, 'any_change'::text]))
   constraint routines_day_of_month_check CHECK (day_of_month >= 1 AND day_of_month <= 31)
   constraint routines_days_of_week_check CHECK (days_of_week <@ ARRAY[1::smallint, 2::smallint, 3::smallint, 4::smallint, 5::smallint, 6::smallint, 7::smallint])
@@ -698,8 +781,6 @@ table public.routines (owner postgres), row level security
   constraint routines_name_check CHECK (btrim(name) <> ''::text)
   constraint routines_pkey PRIMARY KEY (id)
   constraint routines_schedule_fields CHECK (trigger_type <> 'schedule'::text OR cadence_type IS NOT NULL)
-  constraint routines_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
-  constraint routines_tenant_id_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collections(tenant_id, id) ON DELETE CASCADE
   constraint routines_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint routines_tenant_id_key UNIQUE (tenant_id, id)
   constraint routines_trigger_type_check CHECK (trigger_type = ANY (ARRAY['schedule'::text, 'event'::text]))
@@ -753,14 +834,14 @@ table public.secrets (owner postgres), row level security forced
   column last_synced_at timestamp with time zone
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint secrets_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint secrets_category_check CHECK (category = ANY (ARRAY['user'::text, 'channel'::text, 'integration'::text]))
   constraint secrets_encrypted_value_format CHECK (encrypted_value ~ '^enc:v1:\.?[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$'::text)
+  constraint secrets_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   constraint secrets_key_check CHECK (key ~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$'::text)
   constraint secrets_pkey PRIMARY KEY (id)
   constraint secrets_sync_status_check CHECK (sync_status = ANY (ARRAY['pending'::text, 'active'::text, 'error'::text, 'waiting'::text]))
-  constraint secrets_tenant_id_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint secrets_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint secrets_tenant_id_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE CASCADE
   constraint secrets_tenant_id_key UNIQUE (tenant_id, id)
   CREATE UNIQUE INDEX secrets_agent_key_idx ON public.secrets USING btree (tenant_id, gateway_id, agent_id, key) WHERE (agent_id IS NOT NULL)
   CREATE INDEX secrets_gateway_idx ON public.secrets USING btree (gateway_id)
@@ -804,11 +885,11 @@ table public.source_connections (owner postgres), row level security forced
   constraint source_connections_config_check CHECK (jsonb_typeof(config) = 'object'::text)
   constraint source_connections_pkey PRIMARY KEY (id)
   constraint source_connections_provider_check CHECK (btrim(provider) <> ''::text)
+  constraint source_connections_secret_id_fkey FOREIGN KEY (tenant_id, secret_id) REFERENCES public.secrets(tenant_id, id) ON DELETE SET NULL (secret_id)
   constraint source_connections_status_check CHECK (status = ANY (ARRAY['active'::text, 'paused'::text, 'error'::text, 'revoked'::text]))
   constraint source_connections_sync_interval_hours_check CHECK (sync_interval_hours >= 1)
   constraint source_connections_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint source_connections_tenant_id_key UNIQUE (tenant_id, id)
-  constraint source_connections_tenant_id_secret_id_fkey FOREIGN KEY (tenant_id, secret_id) REFERENCES public.secrets(tenant_id, id) ON DELETE SET NULL (secret_id)
   CREATE INDEX source_connections_next_sync_idx ON public.source_connections USING btree (tenant_id, next_sync_at) WHERE (status = 'active'::text)
   CREATE UNIQUE INDEX source_connections_pkey ON public.source_connections USING btree (id)
   CREATE UNIQUE INDEX source_connections_tenant_id_key ON public.source_connections USING btree (tenant_id, id)
@@ -831,12 +912,12 @@ table public.task_comments (owner postgres), row level security
   column mentions text[] NOT NULL DEFAULT '{}'::text[]
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint task_comments_actor_agent_id_fkey FOREIGN KEY (tenant_id, actor_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (actor_agent_id)
   constraint task_comments_body_check CHECK (btrim(body) <> ''::text)
   constraint task_comments_pkey PRIMARY KEY (id)
-  constraint task_comments_tenant_id_actor_agent_id_fkey FOREIGN KEY (tenant_id, actor_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (actor_agent_id)
+  constraint task_comments_task_id_fkey FOREIGN KEY (tenant_id, task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
   constraint task_comments_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint task_comments_tenant_id_key UNIQUE (tenant_id, id)
-  constraint task_comments_tenant_id_task_id_fkey FOREIGN KEY (tenant_id, task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
   CREATE UNIQUE INDEX task_comments_pkey ON public.task_comments USING btree (id)
   CREATE INDEX task_comments_task_idx ON public.task_comments USING btree (task_id, created_at)
   CREATE UNIQUE INDEX task_comments_tenant_id_key ON public.task_comments USING btree (tenant_id, id)
@@ -855,12 +936,12 @@ table public.task_relations (owner postgres), row level security
   column created_by_type public.actor_type
   column created_by_agent_id uuid
   column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint task_relations_created_by_agent_id_fkey FOREIGN KEY (tenant_id, created_by_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (created_by_agent_id)
   constraint task_relations_not_self CHECK (source_task_id <> target_task_id)
   constraint task_relations_pkey PRIMARY KEY (id)
-  constraint task_relations_tenant_id_created_by_agent_id_fkey FOREIGN KEY (tenant_id, created_by_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (created_by_agent_id)
+  constraint task_relations_source_task_id_fkey FOREIGN KEY (tenant_id, source_task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
+  constraint task_relations_target_task_id_fkey FOREIGN KEY (tenant_id, target_task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
   constraint task_relations_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint task_relations_tenant_id_source_task_id_fkey FOREIGN KEY (tenant_id, source_task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
-  constraint task_relations_tenant_id_target_task_id_fkey FOREIGN KEY (tenant_id, target_task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
   constraint task_relations_unique UNIQUE (tenant_id, source_task_id, target_task_id, relation_type)
   CREATE UNIQUE INDEX task_relations_pkey ON public.task_relations USING btree (id)
   CREATE INDEX task_relations_source_idx ON public.task_relations USING btree (source_task_id)
@@ -899,14 +980,14 @@ table public.tasks (owner postgres), row level security
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column series_id uuid
+  constraint tasks_assignee_agent_id_fkey FOREIGN KEY (tenant_id, assignee_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (assignee_agent_id)
+  constraint tasks_contact_id_fkey FOREIGN KEY (tenant_id, contact_id) REFERENCES public.contacts(tenant_id, id) ON DELETE SET NULL (contact_id)
   constraint tasks_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint tasks_not_own_parent CHECK (parent_id IS DISTINCT FROM id)
+  constraint tasks_parent_id_fkey FOREIGN KEY (tenant_id, parent_id) REFERENCES public.tasks(tenant_id, id) ON DELETE SET NULL (parent_id)
   constraint tasks_pkey PRIMARY KEY (id)
-  constraint tasks_tenant_id_assignee_agent_id_fkey FOREIGN KEY (tenant_id, assignee_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (assignee_agent_id)
-  constraint tasks_tenant_id_contact_id_fkey FOREIGN KEY (tenant_id, contact_id) REFERENCES public.contacts(tenant_id, id) ON DELETE SET NULL (contact_id)
   constraint tasks_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint tasks_tenant_id_key UNIQUE (tenant_id, id)
-  constraint tasks_tenant_id_parent_id_fkey FOREIGN KEY (tenant_id, parent_id) REFERENCES public.tasks(tenant_id, id) ON DELETE SET NULL (parent_id)
   constraint tasks_title_check CHECK (btrim(title) <> ''::text)
   CREATE INDEX tasks_assignee_status_idx ON public.tasks USING btree (assignee_agent_id, status) WHERE (assignee_agent_id IS NOT NULL)
   CREATE INDEX tasks_overdue_idx ON public.tasks USING btree (COALESCE(due_at, due_date)) WHERE ((status = ANY (ARRAY['todo'::public.task_status, 'in_progress'::public.task_status, 'blocked'::public.task_status])) AND (archived_at IS NULL))
@@ -970,14 +1051,14 @@ table public.work_products (owner postgres), row level security
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   constraint work_products_kind_check CHECK (kind = ANY (ARRAY['link'::text, 'file'::text, 'document'::text, 'knowledge_item'::text]))
+  constraint work_products_knowledge_item_id_fkey FOREIGN KEY (tenant_id, knowledge_item_id) REFERENCES public.knowledge_items(tenant_id, id) ON DELETE SET NULL (knowledge_item_id)
   constraint work_products_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint work_products_pkey PRIMARY KEY (id)
+  constraint work_products_reviewer_agent_id_fkey FOREIGN KEY (tenant_id, reviewer_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (reviewer_agent_id)
+  constraint work_products_submitted_by_agent_id_fkey FOREIGN KEY (tenant_id, submitted_by_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (submitted_by_agent_id)
+  constraint work_products_task_id_fkey FOREIGN KEY (tenant_id, task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
   constraint work_products_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint work_products_tenant_id_key UNIQUE (tenant_id, id)
-  constraint work_products_tenant_id_knowledge_item_id_fkey FOREIGN KEY (tenant_id, knowledge_item_id) REFERENCES public.knowledge_items(tenant_id, id) ON DELETE SET NULL (knowledge_item_id)
-  constraint work_products_tenant_id_reviewer_agent_id_fkey FOREIGN KEY (tenant_id, reviewer_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (reviewer_agent_id)
-  constraint work_products_tenant_id_submitted_by_agent_id_fkey FOREIGN KEY (tenant_id, submitted_by_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (submitted_by_agent_id)
-  constraint work_products_tenant_id_task_id_fkey FOREIGN KEY (tenant_id, task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
   constraint work_products_title_check CHECK (btrim(title) <> ''::text)
   CREATE UNIQUE INDEX work_products_pkey ON public.work_products USING btree (id)
   CREATE INDEX work_products_task_idx ON public.work_products USING btree (task_id)
@@ -1020,6 +1101,18 @@ table public.workspace (owner postgres), row level security forced
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 -- functions (bodies: sql/functions/*.sql)
+function auth.email()
+  returns text, sql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE; anon: EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function auth.jwt()
+  returns jsonb, sql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE; anon: EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function auth.role()
+  returns text, sql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE; anon: EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function auth.uid()
+  returns uuid, sql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE; anon: EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.agent_reports_chain(p_agent_id uuid, p_max_depth integer DEFAULT 5)
   returns TABLE(depth integer, agent_id uuid, slug text, name text), plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
@@ -1030,6 +1123,9 @@ function public.awp_agents_became_ready()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_agents_gateway_moved()
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_auth_users_sync()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_check_command_payload(p_action public.command_action, p_payload jsonb)
@@ -1200,6 +1296,9 @@ function public.awp_text_array_to_string(p text[])
 function public.awp_transaction_mark()
   returns text, sql STABLE PARALLEL SAFE, owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_user_app_metadata(p_tenant_id uuid, p_is_operator boolean)
+  returns jsonb, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
+  execute (owner): EXECUTE; service_role: EXECUTE
 function public.awp_work_products_before_write()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE

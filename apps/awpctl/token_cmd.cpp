@@ -20,6 +20,7 @@ struct token_options {
     std::string tenant_id;
     std::string email;
     long ttl_seconds = 3600;
+    bool anon_key = false;
 };
 
 std::string claims_json(const token_options& o) {
@@ -74,10 +75,17 @@ command add_token(CLI::App& root, context&) {
     app->add_option("--ttl", o.ttl_seconds, "Lifetime in seconds")
         ->check(CLI::Range(1L, 31L * 24 * 3600))
         ->capture_default_str();
+    app->add_flag("--anon", o.anon_key,
+                  "Print the anon key of the gateway's own database instead: the one GET "
+                  "/api/config gives (the same for the same JWT_SECRET, every time)");
     return {
         app, [] {
             if (o.secret.size() < 32) {
                 throw core::config_error("JWT_SECRET must be at least 32 characters");
+            }
+            if (o.anon_key) {
+                std::cout << core::crypto::anon_key(o.secret) << "\n";
+                return 0;
             }
             if (o.role == "authenticated") {
                 if (!core::is_valid_uuid(o.user_id)) {

@@ -1,4 +1,5 @@
-// awpctl user add: create an HTTP login user (app_users) in a tenant with an Argon2id hash.
+// awpctl user add: create an HTTP login user (app_users) in a tenant, or in none, with an
+// Argon2id hash.
 #include <sodium.h>
 
 #include <iostream>
@@ -17,6 +18,7 @@ struct user_options {
     std::string tenant_id = "00000000-0000-0000-0000-000000000000";
     std::string display_name;
     bool is_operator = false;
+    bool no_tenant = false;
 };
 
 command add_user(CLI::App& root, context& ctx) {
@@ -27,7 +29,12 @@ command add_user(CLI::App& root, context& ctx) {
     add->add_option("--password", o.password,
                     "Password (else AWP_USER_PASSWORD, else read from stdin)")
         ->envname("AWP_USER_PASSWORD");
-    add->add_option("--tenant-id", o.tenant_id, "Tenant UUID")->capture_default_str();
+    auto* tenant =
+        add->add_option("--tenant-id", o.tenant_id, "Tenant UUID")->capture_default_str();
+    add->add_flag("--no-tenant", o.no_tenant,
+                  "A user of no tenant (as a self-service sign-up): signs in to /auth/v1 and "
+                  "the data API, sees none of awp's tables; /api refuses the session (no_tenant)")
+        ->excludes(tenant);
     add->add_option("--name", o.display_name, "Display name");
     add->add_flag("--operator", o.is_operator,
                   "An operator: may register and switch workspaces and change the host's "
@@ -35,7 +42,7 @@ command add_user(CLI::App& root, context& ctx) {
     user->require_subcommand(1);
     return {user, [&ctx] {
                 if (sodium_init() < 0) throw core::error("libsodium failed to initialise");
-                if (!core::is_valid_uuid(o.tenant_id)) {
+                if (!o.no_tenant && !core::is_valid_uuid(o.tenant_id)) {
                     throw core::config_error("--tenant-id must be a UUID");
                 }
                 if (o.password.empty()) std::getline(std::cin, o.password);
@@ -51,9 +58,10 @@ command add_user(CLI::App& root, context& ctx) {
                 auto c = core::pg::connection::connect(ctx.database_url);
                 auto r = c.exec(
                     "INSERT INTO public.app_users (tenant_id, email, password_hash, display_name, "
-                    "is_operator) VALUES ($1, $2, $3, NULLIF($4, ''), $5::boolean) "
+                    "is_operator) VALUES ($1::uuid, $2, $3, NULLIF($4, ''), $5::boolean) "
                     "RETURNING id::text",
-                    {o.tenant_id, o.email, std::string(hash), o.display_name,
+                    {o.no_tenant ? core::pg::param(std::nullopt) : core::pg::param(o.tenant_id),
+                     o.email, std::string(hash), o.display_name,
                      std::string(o.is_operator ? "true" : "false")});
                 if (ctx.json) {
                     std::cout << "{\"id\":\"" << r.get<std::string>(0, 0) << "\"}\n";

@@ -112,9 +112,13 @@ TEST_CASE("health and config are public, errors are JSON with honest statuses", 
     CHECK(h.header.get("content-security-policy") == "frame-ancestors 'none'");
     CHECK(h.header.get("referrer-policy").has_value());
 
+    // With no workspace registered, the gateway's own database (issue 34: never null).
     auto c = gw.get("/api/config");
     CHECK(c.status == 200);
-    CHECK(c.body == R"({"workspace":null})");
+    CHECK(c.body.find(R"("url":"http://127.0.0.1:)" + std::to_string(gw.port) + "\"") !=
+          std::string::npos);
+    CHECK(c.body.find(R"("label":"awp")") != std::string::npos);
+    CHECK(c.body.find(R"("anonKey":"ey)") != std::string::npos);
 
     auto nf = gw.get("/api/nothing-here");
     CHECK(nf.status == 404);

@@ -6,6 +6,7 @@
 // against one principal type; a reviewer of authentication reads one file.
 #include <sodium.h>
 
+#include <algorithm>
 #include <limits>
 
 #include <boost/asio/co_spawn.hpp>
@@ -15,9 +16,11 @@
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
 #include "awp/core/uuid.hpp"
+#include "awp/rest/error.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
 #include "registry.hpp"
+#include "users.hpp"
 
 namespace awp::api {
 
@@ -162,13 +165,8 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     constexpr double kLeeway = 5;
     const auto now = static_cast<double>(core::now_unix_ms()) / 1000.0;
     const std::string text(token);
-    auto revoked = [&](const principal& p) {
-        if (p.jti.empty()) return false;
-        std::lock_guard lock(revoked_mu_);
-        return revoked_.count(p.jti) != 0;
-    };
     if (auto hit = tokens_.find(text, now, kLeeway)) {
-        if (revoked(*hit)) throw unauthorized("the session has been signed out");
+        if (is_revoked(*hit)) throw unauthorized("the session has been signed out");
         return hit;
     }
     // A session awp issued for a registered workspace is signed with that workspace's key
@@ -208,6 +206,7 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     const double exp = number("exp", 0);  // verified present
     const double nbf = number("nbf", -1e18);
     const auto role = str(d, "role");
+    p.role = role;
     p.workspace_id = str(d, kWorkspaceClaim);
     if (role == "service_role") {
         // The platform-wide role: only a token of the gateway's own secret carries it.
@@ -225,6 +224,7 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     p.sub = str(d, "sub");
     p.email = str(d, "email");
     p.jti = str(d, "jti");
+    p.session_id = str(d, "session_id");
     if (auto am = d.FindMember("app_metadata"); am != d.MemberEnd() && am->value.IsObject()) {
         p.tenant_id = str(am->value, "tenant_id");
         p.is_operator = str(am->value, "awp_role") == "operator";
@@ -241,8 +241,204 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     p.exp = static_cast<long long>(exp);
     // Only tokens that passed every check are remembered; failures are never cached.
     tokens_.put(text, p, exp, nbf, now);
-    if (revoked(p)) throw unauthorized("the session has been signed out");
+    if (is_revoked(p)) throw unauthorized("the session has been signed out");
     return p;
+}
+
+bool gateway::is_revoked(const principal& p) const {
+    if (p.jti.empty() && p.session_id.empty()) return false;
+    std::lock_guard lock(revoked_mu_);
+    return (!p.jti.empty() && revoked_.count(p.jti) != 0) ||
+           (!p.session_id.empty() && revoked_sessions_.count(p.session_id) != 0);
+}
+
+void gateway::revoke_sessions(
+    const std::vector<std::pair<std::string, long long>>& sessions) const {
+    if (sessions.empty()) return;
+    const auto now = core::now_unix_ms() / 1000;
+    std::lock_guard lock(revoked_mu_);
+    // A signed-out session's tokens are refused until the last could have expired; then the
+    // signature check refuses them anyway and the entry goes.
+    std::erase_if(revoked_sessions_, [&](const auto& kv) { return kv.second < now; });
+    for (const auto& [id, until] : sessions) {
+        auto& e = revoked_sessions_[id];
+        e = std::max(e, until);
+    }
+}
+
+// ---- the data API's caller ------------------------------------------------------------------
+
+namespace {
+
+/// PostgREST's refusal of a token (Error.hs, JwtError): 401, its code and message, and
+/// WWW-Authenticate: Bearer error="invalid_token" with the message.
+rest::api_error jwt_refused(const char* code, const std::string& message,
+                            const std::string& details = {}) {
+    rest::api_error e(401, code, message, details);
+    e.headers.emplace_back(
+        "WWW-Authenticate",
+        "Bearer error=\"invalid_token\", error_description=" + http::json_quote(message));
+    return e;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
+           });
+}
+
+data_principal to_data(const principal& p) {
+    data_principal d;
+    d.role = p.role;
+    d.claims_json = p.claims_json;
+    // PostgREST answers an insufficient privilege (42501) with 403 when the role is not the
+    // anon role, else with 401 (App.hs: authed = role /= db-anon-role).
+    d.has_jwt = p.role != "anon";
+    d.sub = p.sub;
+    d.session_id = p.session_id;
+    return d;
+}
+
+}  // namespace
+
+data_principal gateway::data_api_principal(const request& r) const {
+    // As PostgREST behind the platform's gateway: Authorization: Bearer <jwt> (another scheme is
+    // no token), else the apikey header as the token, else the anon role.
+    std::string token;
+    bool bearer_sent = false;
+    if (auto h = r.header.get("authorization")) {
+        std::string_view v = *h;
+        const auto sp = v.find(' ');
+        if (iequals(v.substr(0, sp), "bearer")) {
+            bearer_sent = true;
+            auto rest_of = sp == std::string_view::npos ? std::string_view{} : v.substr(sp);
+            while (!rest_of.empty() && (rest_of.front() == ' ' || rest_of.front() == '\t'))
+                rest_of.remove_prefix(1);
+            if (rest_of.empty()) {
+                throw jwt_refused("PGRST301", "Empty JWT is sent in Authorization header");
+            }
+            token = std::string(rest_of);
+        }
+    }
+    if (!bearer_sent) {
+        if (auto k = r.header.get("apikey")) token = std::string(*k);
+    }
+    if (token.empty()) return data_principal{};
+    if (!cfg_.service_role_key.empty() &&
+        crypto::constant_time_equal(token, cfg_.service_role_key)) {
+        data_principal d;
+        d.role = "service_role";
+        d.claims_json = R"({"role":"service_role"})";
+        d.has_jwt = true;
+        return d;
+    }
+    constexpr double kSkew = 30;  // PostgREST's allowed clock skew
+    const auto now = static_cast<double>(core::now_unix_ms()) / 1000.0;
+    auto revoked = [&](const principal& p) {
+        if (is_revoked(p)) throw jwt_refused("PGRST303", "JWT session has been signed out");
+    };
+    if (auto hit = data_tokens_.find(token, now, kSkew)) {
+        revoked(*hit);
+        return to_data(*hit);
+    }
+    const auto parts = 1 + std::count(token.begin(), token.end(), '.');
+    if (parts != 3) {
+        throw jwt_refused("PGRST301", "Expected 3 parts in JWT; got " + std::to_string(parts));
+    }
+    if (auto ws = unverified_workspace_claim(token); ws && !ws->empty()) {
+        throw jwt_refused("PGRST303",
+                          "a session of a registered workspace is not accepted here: the data "
+                          "API serves the gateway's own database; sign in with /auth/v1");
+    }
+    std::string claims;
+    std::optional<std::pair<const char*, std::string>> failure;
+    try {
+        crypto::jwt_verify_options o;
+        o.leeway = std::chrono::seconds(static_cast<long>(kSkew));
+        claims = crypto::jwt_verify_hs256(token, cfg_.jwt_secret, o);
+    } catch (const crypto::token_error& e) {
+        const std::string what = e.what();
+        switch (e.reason()) {
+            case crypto::token_failure::expired:
+                failure.emplace("PGRST303", "JWT expired");
+                break;
+            case crypto::token_failure::not_yet_valid:
+                failure.emplace("PGRST303", "JWT not yet valid");
+                break;
+            case crypto::token_failure::bad_algorithm:
+                failure.emplace("PGRST301", "Wrong or unsupported encoding algorithm");
+                break;
+            case crypto::token_failure::malformed:
+                if (what.find("claim exp") != std::string::npos) {
+                    failure.emplace("PGRST303", "The JWT 'exp' claim must be a number");
+                } else if (what.find("claim nbf") != std::string::npos) {
+                    failure.emplace("PGRST303", "The JWT 'nbf' claim must be a number");
+                } else if (what.find("claims") != std::string::npos) {
+                    failure.emplace("PGRST303", "Parsing claims failed");
+                } else {
+                    failure.emplace("PGRST301", "JWT cryptographic operation failed");
+                }
+                break;
+            default:
+                failure.emplace("PGRST301", "JWT cryptographic operation failed");
+        }
+    }
+    if (failure) throw jwt_refused(failure->first, failure->second);
+    rapidjson::Document d;
+    try {
+        d = core::json::parse_object(claims, core::json::kSmall);
+    } catch (const core::json::parse_error&) {
+        throw jwt_refused("PGRST303", "Parsing claims failed");
+    }
+    if (auto it = d.FindMember("iat"); it != d.MemberEnd()) {
+        if (!it->value.IsNumber())
+            throw jwt_refused("PGRST303", "The JWT 'iat' claim must be a number");
+        if (it->value.GetDouble() > now + kSkew)
+            throw jwt_refused("PGRST303", "JWT issued at future");
+    }
+    if (auto it = d.FindMember("aud"); it != d.MemberEnd()) {
+        bool ok = it->value.IsString();
+        if (it->value.IsArray()) {
+            ok = std::all_of(it->value.Begin(), it->value.End(),
+                             [](const rapidjson::Value& v) { return v.IsString(); });
+        }
+        if (!ok) {
+            throw jwt_refused("PGRST303",
+                              "The JWT 'aud' claim must be a string or an array of strings");
+        }
+    }
+    auto str = [&](const char* k) -> std::string {
+        auto it = d.FindMember(k);
+        return it != d.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
+    };
+    principal p;
+    auto role_it = d.FindMember("role");
+    if (role_it == d.MemberEnd()) {
+        // PostgREST: a token without a role claim is the anon role, and the claims say so.
+        d.AddMember("role", "anon", d.GetAllocator());
+        p.role = "anon";
+        p.claims_json = core::json::to_string(d);
+    } else {
+        p.role = role_it->value.IsString() ? role_it->value.GetString() : "";
+        p.claims_json = claims;
+    }
+    if (p.role != "anon" && p.role != "authenticated" && p.role != "service_role") {
+        throw jwt_refused("PGRST303",
+                          "The JWT 'role' claim must be anon, authenticated or service_role");
+    }
+    p.who = p.role == "service_role" ? principal::kind::service : principal::kind::user;
+    p.sub = str("sub");
+    p.jti = str("jti");
+    p.session_id = str("session_id");
+    auto number = [&](const char* k, double fallback) {
+        auto it = d.FindMember(k);
+        return it != d.MemberEnd() && it->value.IsNumber() ? it->value.GetDouble() : fallback;
+    };
+    // A token without exp is kept an hour at most: the cache must not hold it for ever.
+    data_tokens_.put(token, p, number("exp", now + 3600), number("nbf", -1e18), now);
+    revoked(p);
+    return to_data(p);
 }
 
 void gateway::pick_database(const request& r, principal& p) const {
@@ -471,11 +667,58 @@ net::awaitable<bool> verify_on_pool(std::string hash, std::string password) {
     co_return crypto_pwhash_str_verify(hash.c_str(), password.c_str(), password.size()) == 0;
 }
 
+// "" when libsodium cannot (out of memory): failures cross co_spawn as values.
+net::awaitable<std::string> hash_on_pool(std::string password) {
+    char buf[crypto_pwhash_STRBYTES];
+    if (crypto_pwhash_str(buf, password.c_str(), password.size(),
+                          crypto_pwhash_OPSLIMIT_INTERACTIVE,
+                          crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0) {
+        co_return std::string();
+    }
+    co_return std::string(buf);
+}
+
 }  // namespace
 
 net::awaitable<bool> gateway::verify_password(std::string hash, std::string password) {
     co_return co_await net::co_spawn(cpu_, verify_on_pool(std::move(hash), std::move(password)),
                                      net::use_awaitable);
+}
+
+net::awaitable<std::string> gateway::hash_password(std::string password) {
+    auto hash = co_await net::co_spawn(cpu_, hash_on_pool(std::move(password)), net::use_awaitable);
+    if (hash.empty()) throw core::error("out of memory hashing a password");
+    co_return hash;
+}
+
+net::awaitable<sign_in_result> gateway::sign_in(principal p, std::string account,
+                                                std::string password, std::string remote) {
+    sign_in_result out;
+    if (auto wait = limiter_.begin(account, remote); wait > 0) {
+        out.retry_after = wait;
+        co_return out;
+    }
+    // Every path out of here ends the reserved attempt: a failure unless marked otherwise.
+    struct attempt {
+        login_limiter& l;
+        const std::string& account;
+        const std::string& address;
+        bool ok = false;
+        ~attempt() { l.end(account, address, ok); }
+    } guard{limiter_, account, remote};
+    const auto sql = std::string("SELECT ") + kAppUserColumns +
+                     ", u.password_hash FROM public.app_users u WHERE lower(u.email) = $1";
+    auto t = co_await db_->begin(std::move(p));
+    auto row = co_await t.query_and_commit(sql, account);
+    const bool found = !row.empty();
+    const std::string hash = found ? row.get<std::string>(0, "password_hash") : dummy_hash_;
+    const bool ok = co_await verify_password(hash, password);
+    if (found && ok) {
+        out.verified = true;
+        out.user = app_user_at(row, 0);
+        guard.ok = !out.user.disabled;
+    }
+    co_return out;
 }
 
 net::awaitable<response> gateway::login(request r) {
@@ -505,74 +748,64 @@ net::awaitable<response> gateway::login(request r) {
         reg_err = http_error(500, "registry_corrupt", e.what());
     }
     if (reg_err) throw *reg_err;
-    if (auto wait = limiter_.begin(account, r.remote); wait > 0) {
-        http_error e(429, "too_many_attempts", "too many failed sign-in attempts; try again later");
-        e.extra.add("Retry-After", std::to_string(wait));
-        throw e;
-    }
-    // Every path out of here ends the reserved attempt: a failure unless marked otherwise.
-    struct attempt {
-        login_limiter& l;
-        const std::string& account;
-        const std::string& address;
-        bool ok = false;
-        ~attempt() { l.end(account, address, ok); }
-    } guard{limiter_, account, r.remote};
     principal svc;
     svc.who = principal::kind::service;
     pick_database(r, svc);
     svc.workspace_id = ws ? ws->id : "";
     svc.workspace_url = ws ? database_of(*ws) : "";
-    auto t = co_await db_->begin(svc);
-    auto row = co_await t.query_and_commit(
-        "SELECT id::text, tenant_id::text, email, password_hash, disabled, is_operator "
-        "FROM public.app_users WHERE lower(email) = $1",
-        account);
-    const bool found = !row.empty();
-    const std::string hash = found ? row.get<std::string>(0, "password_hash") : dummy_hash_;
-    const bool ok = co_await verify_password(hash, password);
-    if (!found || !ok || row.get<bool>(0, "disabled")) {
+    auto result = co_await sign_in(svc, account, password, r.remote);
+    if (result.retry_after > 0) {
+        http_error e(429, "too_many_attempts", "too many failed sign-in attempts; try again later");
+        e.extra.add("Retry-After", std::to_string(result.retry_after));
+        throw e;
+    }
+    if (!result.verified || result.user.disabled) {
         core::log::warn("login failed", {{"remote", r.remote}});
         throw unauthorized("invalid email or password");
     }
-    guard.ok = true;
-    const auto user_id = row.get<std::string>(0, "id");
-    const auto tenant = row.get<std::string>(0, "tenant_id");
+    const auto& user = result.user;
     const auto now = core::now_unix_ms() / 1000;
     const auto ttl = static_cast<long long>(cfg_.session_ttl_s);
     json_out c;
     c.w.StartObject();
-    c.kv("sub", user_id);
+    c.kv("sub", user.id);
     c.kv("role", "authenticated");
     c.kv("aud", "authenticated");
     c.kv("iss", "awp");
-    c.kv("email", row.get<std::string>(0, "email"));
+    c.kv("email", user.email);
     c.kv("jti", core::uuid::generate_v4().to_string());
     c.key("iat");
     c.w.Int64(now);
     c.key("exp");
     c.w.Int64(now + ttl);
     if (ws) c.kv(kWorkspaceClaim, ws->id);
+    // A user of no tenant gets a session without one: every /api route refuses it (403
+    // no_tenant), as it refuses any such token.
     c.key("app_metadata");
     c.w.StartObject();
-    c.kv("tenant_id", tenant);
-    if (row.get<bool>(0, "is_operator")) c.kv("awp_role", "operator");
+    if (!user.tenant_id.empty()) c.kv("tenant_id", user.tenant_id);
+    if (user.is_operator) c.kv("awp_role", "operator");
     c.w.EndObject();
     c.w.EndObject();
     const auto token = crypto::jwt_sign_hs256(
         c.str(), ws ? crypto::workspace_session_key(cfg_.jwt_secret, ws->id) : cfg_.jwt_secret);
     auto t2 = co_await db_->begin(svc);
     co_await t2.query_and_commit("UPDATE public.app_users SET last_login_at = now() WHERE id = $1",
-                                 user_id);
+                                 user.id);
     json_out out;
     out.w.StartObject();
     out.key("user");
     out.w.StartObject();
-    out.kv("id", user_id);
-    out.kv("email", row.get<std::string>(0, "email"));
-    out.kv("tenantId", tenant);
+    out.kv("id", user.id);
+    out.kv("email", user.email);
+    out.key("tenantId");
+    if (user.tenant_id.empty()) {
+        out.w.Null();
+    } else {
+        out.str(user.tenant_id);
+    }
     out.key("isOperator");
-    out.w.Bool(row.get<bool>(0, "is_operator"));
+    out.w.Bool(user.is_operator);
     out.w.EndObject();
     out.key("workspaceId");
     if (ws) {
@@ -594,7 +827,7 @@ net::awaitable<response> gateway::login(request r) {
         wc.secure = cfg_.cookie_secure;
         res.header.add("Set-Cookie", http::set_cookie(kActiveWorkspaceCookie, ws->id, wc));
     }
-    core::log::info("login", {{"user_id", user_id}, {"tenant_id", tenant}});
+    core::log::info("login", {{"user_id", user.id}, {"tenant_id", user.tenant_id}});
     co_return res;
 }
 
@@ -605,6 +838,11 @@ net::awaitable<response> gateway::logout(request r) {
         const auto now = core::now_unix_ms() / 1000;
         std::erase_if(revoked_, [&](const auto& kv) { return kv.second < now; });
         revoked_[p.jti] = p.exp;
+    }
+    // A session of /auth/v1 (an @supabase/ssr cookie holding its token): signed out there too,
+    // so its refresh token cannot bring it back.
+    if (!p.session_id.empty() && p.workspace_id.empty()) {
+        co_await sign_out(p.sub, p.session_id, "local", "logout");
     }
     auto res = response::json(200, R"({"ok":true})");
     http::cookie_options co;

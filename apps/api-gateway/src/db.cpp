@@ -302,6 +302,56 @@ net::awaitable<void> db_pool::tx::commit() {
     open_ = false;
 }
 
+net::awaitable<std::vector<pg::result>> db_pool::tx::run(
+    std::vector<pg::connection::pipelined> statements, bool keep_open) {
+    std::vector<pg::connection::pipelined> v;
+    v.reserve(statements.size() + 2);
+    const std::size_t skip = keep_open ? 2 : 1;
+    if (keep_open) v.push_back({"BEGIN", {}});
+    v.push_back(setup_);
+    for (auto& s : statements) v.push_back(std::move(s));
+    pending_ = false;
+    std::exception_ptr sql_failure;
+    std::vector<pg::result> r;
+    try {
+        r = co_await send(std::move(v));
+    } catch (const pg::sql_error&) {
+        sql_failure = std::current_exception();
+    }
+    pooled_ = false;
+    if (sql_failure) {
+        // An implicit transaction was rolled back at the Sync; an explicit one is aborted and
+        // is ended here (a connection that cannot even do that is dropped: open_ stays true).
+        if (keep_open) {
+            try {
+                co_await conn_->async_exec("ROLLBACK");
+                open_ = false;
+            } catch (const std::exception&) {
+            }
+        } else {
+            open_ = false;
+        }
+        std::rethrow_exception(sql_failure);
+    }
+    open_ = keep_open;
+    r.erase(r.begin(), r.begin() + static_cast<std::ptrdiff_t>(skip));
+    co_return r;
+}
+
+net::awaitable<void> db_pool::tx::rollback() {
+    if (!open_ || !conn_) co_return;
+    co_await conn_->async_exec("ROLLBACK");
+    open_ = false;
+}
+
+net::awaitable<db_pool::tx> db_pool::begin_own(pg::connection::pipelined setup) {
+    principal own;
+    own.who = principal::kind::service;
+    auto t = co_await begin(std::move(own));
+    t.setup_ = std::move(setup);
+    co_return t;
+}
+
 net::awaitable<db_pool::tx> db_pool::begin(principal p) {
     auto pool = pool_for(p);
     tx t;

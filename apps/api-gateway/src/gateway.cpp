@@ -6,22 +6,27 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/error.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
+#include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
 #include "awp/http/outbound.hpp"
 #include "connectors.hpp"
 #include "json.hpp"
 #include "registry.hpp"
+#include "rest_state.hpp"
 
 namespace awp::api {
 
@@ -77,6 +82,37 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->envname("API_SESSION_TTL")
         ->check(CLI::Range(60.0, 31.0 * 24 * 3600))
         ->capture_default_str();
+    app.add_option("--jwt-expiry", c.jwt_expiry_s,
+                   "Seconds an access token of /auth/v1 lasts (its refresh token renews it)")
+        ->envname("API_JWT_EXPIRY")
+        ->check(CLI::Range(30.0, 7.0 * 24 * 3600))
+        ->capture_default_str();
+    app.add_option("--refresh-reuse-interval", c.refresh_reuse_interval_s,
+                   "Seconds a used refresh token still gets the token its first use gave (two "
+                   "tabs refreshing at once); a use after that signs the session out")
+        ->envname("API_REFRESH_REUSE_INTERVAL")
+        ->check(CLI::Range(0.0, 600.0))
+        ->capture_default_str();
+    app.add_option("--signup", c.signup,
+                   "Self-service sign-up on POST /auth/v1/signup (on/off; off: users are made by "
+                   "an operator, awpctl user add)")
+        ->envname("API_SIGNUP")
+        ->capture_default_str();
+    app.add_option("--signup-tenant", c.signup_tenant,
+                   "The tenant a self-service sign-up joins (a UUID; none when unset: such a "
+                   "user sees nothing of awp's tables)")
+        ->envname("API_SIGNUP_TENANT");
+    app.add_option("--workspace-id", c.workspace_id,
+                   "The id GET /api/config gives the gateway's own database (default: derived "
+                   "from JWT_SECRET, stable across restarts)")
+        ->envname("API_WORKSPACE_ID");
+    app.add_option("--workspace-label", c.workspace_label,
+                   "The label GET /api/config gives the gateway's own database")
+        ->envname("API_WORKSPACE_LABEL")
+        ->capture_default_str();
+    app.add_option("--workspace-emoji", c.workspace_emoji,
+                   "The emoji GET /api/config gives the gateway's own database")
+        ->envname("API_WORKSPACE_EMOJI");
     app.add_option("--cookie-secure", c.cookie_secure, "Mark session cookies Secure")
         ->envname("API_COOKIE_SECURE")
         ->capture_default_str();
@@ -139,6 +175,46 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->envname("API_BROWSER_TIMEOUT")
         ->check(CLI::Range(0.1, 600.0))
         ->capture_default_str();
+    app.add_option("--rest-schemas", c.rest_schemas,
+                   "Schemas the data API (/rest/v1) exposes, the first the default")
+        ->envname("API_REST_SCHEMAS")
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--rest-extra-search-path", c.rest_extra_search_path,
+                   "Schemas after the exposed one in a data-API request's search_path")
+        ->envname("API_REST_EXTRA_SEARCH_PATH")
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--rest-max-rows", c.rest_max_rows,
+                   "Most rows one data-API response holds (0 = no limit)")
+        ->envname("API_REST_MAX_ROWS")
+        ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+        ->capture_default_str();
+    app.add_option("--rest-tx-override", c.rest_tx_override,
+                   "Honour Prefer: tx=commit|rollback on the data API")
+        ->envname("API_REST_TX_OVERRIDE")
+        ->capture_default_str();
+    app.add_option("--rest-aggregates", c.rest_aggregates,
+                   "Allow aggregate functions (count(), sum() ...) in the data API's select")
+        ->envname("API_REST_AGGREGATES")
+        ->capture_default_str();
+    app.add_option("--rest-plan", c.rest_plan,
+                   "Answer the EXPLAIN media type (application/vnd.pgrst.plan) on the data API")
+        ->envname("API_REST_PLAN")
+        ->capture_default_str();
+    app.add_option("--rest-statement-timeout", c.rest_statement_timeout,
+                   "statement_timeout of a data-API request unless its role sets its own")
+        ->envname("API_REST_STATEMENT_TIMEOUT")
+        ->capture_default_str();
+    app.add_option("--rest-body-limit", c.rest_body_limit, "Largest data-API request body, bytes")
+        ->envname("API_REST_BODY_LIMIT")
+        ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 30))
+        ->capture_default_str();
+    app.add_option("--rest-schema-poll", c.rest_schema_poll_s,
+                   "Seconds between schema-cache reloads besides NOTIFY pgrst")
+        ->envname("API_REST_SCHEMA_POLL")
+        ->check(CLI::Range(1.0, 86400.0))
+        ->capture_default_str();
     app.add_option("--outbound-allow", c.outbound_allow,
                    "Comma list of CIDRs, addresses or host names (each optionally :port) the "
                    "gateway may reach for tenants besides public addresses (connectors) and the "
@@ -188,12 +264,31 @@ void validate(gateway_config& c) {
         }
     }
     if (c.sources_redirect.empty()) c.sources_redirect = "/settings/sources";
+    if (!c.signup_tenant.empty() && !core::is_valid_uuid(c.signup_tenant)) {
+        throw core::config_error("API_SIGNUP_TENANT must be a tenant's UUID, got \"" +
+                                 c.signup_tenant + "\"");
+    }
+    if (!c.workspace_id.empty() && !core::is_valid_uuid(c.workspace_id)) {
+        throw core::config_error("API_WORKSPACE_ID must be a UUID, got \"" + c.workspace_id + "\"");
+    }
+    if (c.workspace_label.empty()) c.workspace_label = "awp";
     if (c.gateway_id.empty()) throw core::config_error("GATEWAY_ID must not be empty");
     if (!is_cdp_url(c.browser_cdp_url)) {
         throw core::config_error("API_BROWSER_CDP_URL must be http://host:port, got \"" +
                                  c.browser_cdp_url + "\"");
     }
     (void)http::outbound_policy(c.outbound_allow, {});  // config_error naming a bad entry
+    if (c.rest_schemas.empty()) throw core::config_error("API_REST_SCHEMAS must name a schema");
+    for (const auto& sch : c.rest_schemas) {
+        if (sch.empty() || sch.size() > 63) {
+            throw core::config_error("API_REST_SCHEMAS: \"" + sch + "\" is not a schema name");
+        }
+    }
+    for (const char ch : c.rest_statement_timeout) {
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != ' ' && ch != '.') {
+            throw core::config_error("API_REST_STATEMENT_TIMEOUT must be a duration like 30s");
+        }
+    }
     if (c.threads == 0)
         c.threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
@@ -222,6 +317,7 @@ gateway::gateway(net::io_context& ioc, gateway_config cfg)
     o.name = "awp-api-gateway";
     o.hsts = cfg_.hsts;
     o.access_log = cfg_.access_log;
+    rest_ = std::make_unique<rest_state>();
     server_ = std::make_unique<http::server>(ioc_, routes(), o);
 }
 
@@ -231,11 +327,28 @@ void gateway::listen() { server_->listen(); }
 unsigned short gateway::port() const { return server_->port(); }
 
 net::awaitable<void> gateway::run() {
+    start_schema_listener();
     core::daemon::notify_ready();
+    // Signed-out sessions whose tokens may still be alive: refused from the start, not only
+    // those signed out since (in the background: a database that is down must not keep the
+    // gateway from serving what needs none).
+    auto loader = std::make_shared<std::atomic<bool>>(false);
+    net::co_spawn(ioc_, load_revoked_sessions(),
+                  [loader](const std::exception_ptr&) { *loader = true; });
     co_await server_->run();
+    // The loader holds a pooled connection while it runs: let it end before the pool goes.
+    net::steady_timer wait(ioc_);
+    for (int i = 0; i < 500 && !*loader; ++i) {
+        wait.expires_after(std::chrono::milliseconds(10));
+        co_await wait.async_wait(net::use_awaitable);
+    }
 }
 
-void gateway::request_stop() { server_->stop(); }
+void gateway::request_stop() {
+    stopping_ = true;
+    if (rest_ && rest_->listener) rest_->listener->stop();
+    server_->stop();
+}
 
 http::router gateway::routes() {
     http::router r;
@@ -283,6 +396,35 @@ http::router gateway::routes() {
     r.add("POST", "/api/sources/validate", bind(&gateway::sources_validate), json_body);
     r.add("GET", "/api/sources/oauth/:provider/start", bind(&gateway::oauth_start), small);
     r.add("GET", "/api/sources/oauth/:provider/callback", bind(&gateway::oauth_callback), small);
+
+    // /auth/v1 (gotrue.cpp): bearer-token routes that read no cookie, so a cross-site request
+    // gains nothing a script could not do: no same-origin check; any origin may read the answers
+    // (CORS), as on the hosted platform. Errors in GoTrue's shape.
+    auto gotrue = [this](net::awaitable<response> (gateway::*fn)(request)) -> http::handler {
+        return [this, fn](request req) { return auth_v1(fn, std::move(req)); };
+    };
+    http::route_options auth_body;
+    auth_body.body_limit = 32 * 1024;  // credentials and at most 16 KiB of user metadata
+    r.add("POST", "/auth/v1/token", gotrue(&gateway::auth_token), auth_body);
+    r.add("POST", "/auth/v1/signup", gotrue(&gateway::auth_signup), auth_body);
+    r.add("GET", "/auth/v1/user", gotrue(&gateway::auth_user_get), small);
+    r.add("PUT", "/auth/v1/user", gotrue(&gateway::auth_user_put), auth_body);
+    r.add("POST", "/auth/v1/logout", gotrue(&gateway::auth_logout), auth_body);
+    r.add("GET", "/auth/v1/settings", gotrue(&gateway::auth_settings), small);
+    r.add("GET", "/auth/v1/health", gotrue(&gateway::auth_health), small);
+    r.add("GET", "/auth/v1/.well-known/jwks.json", gotrue(&gateway::auth_jwks), small);
+    r.add(
+        "OPTIONS", "/auth/v1/*path",
+        [this](request req) { return data_api_preflight(std::move(req)); }, small);
+    // The data API: a bearer token (never a cookie) says who calls, so cross-site requests carry
+    // no ambient authority and the same-origin check does not apply (docs/security.md).
+    http::route_options rest_body;
+    rest_body.body_limit = cfg_.rest_body_limit;
+    rest_body.raw_query = true;  // PostgREST's own grammar reads it (PGRST100, not bad_query)
+    const std::vector<std::string> rest_methods{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
+    auto rest_handler = [this](request req) { return rest_request(std::move(req)); };
+    r.add(rest_methods, "/rest/v1", rest_handler, rest_body);
+    r.add(rest_methods, "/rest/v1/*path", rest_handler, rest_body);
     return r;
 }
 
@@ -292,30 +434,61 @@ net::awaitable<response> gateway::health(request) {
     co_return response::json(200, R"({"ok":true,"ts":")" + core::now_iso8601_utc() + "\"}");
 }
 
+std::string own_workspace_id(const gateway_config& c) {
+    if (!c.workspace_id.empty()) return c.workspace_id;
+    // HKDF of the secret: stable across restarts and hosts of one install, tells nothing of it.
+    const auto b = core::crypto::hkdf_sha256(c.jwt_secret, "awp-own-workspace-v1", "id", 16);
+    std::array<std::uint8_t, 16> bytes{};
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(b[i]);
+    bytes[6] = static_cast<std::uint8_t>((bytes[6] & 0x0fU) | 0x40U);  // version 4 (random-like)
+    bytes[8] = static_cast<std::uint8_t>((bytes[8] & 0x3fU) | 0x80U);  // RFC 4122 variant
+    return core::uuid(bytes).to_string();
+}
+
+std::string gateway::public_base_url(const request& r) const {
+    if (!cfg_.public_url.empty()) return cfg_.public_url;
+    auto host = r.header.get("host").value_or("");
+    const bool plain = !host.empty() && host.size() <= 255 &&
+                       host.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789.-:[]") == std::string_view::npos;
+    if (plain) return "http://" + std::string(host);
+    return "http://" + cfg_.bind + ":" + std::to_string(port());
+}
+
 net::awaitable<response> gateway::public_config(request r) {
-    // Public: what a sign-in page needs (the workspace a login would be for, its label and a
-    // platform's public anon key) and nothing of a database's connection details.
+    // Public: what a sign-in page and the client library need (the workspace a login would be
+    // for, its label, the data API's URL and anon key) and nothing of a database's connection
+    // details. Without a registered workspace that applies, the gateway's own database: it is a
+    // workspace too (issue 34), served at this origin (/rest/v1, /auth/v1).
     std::optional<workspace> ws;
     try {
         ws = login_workspace(r, std::nullopt);
     } catch (const registry_error&) {
         ws.reset();  // the registry's trouble is for operators (their routes say it)
     }
-    if (!ws) co_return response::json(200, R"({"workspace":null})");
     json_out o;
     o.w.StartObject();
     o.key("workspace");
     o.w.StartObject();
-    o.kv("workspaceId", ws->id);
-    o.kv("label", ws->label);
-    o.kv("emoji", ws->emoji);
-    o.key("url");
-    if (is_postgres_url(ws->url)) {
-        o.w.Null();
+    if (!ws) {
+        o.kv("workspaceId", own_workspace_id(cfg_));
+        o.kv("label", cfg_.workspace_label);
+        o.kv("emoji", cfg_.workspace_emoji);
+        o.kv("url", public_base_url(r));
+        o.kv("anonKey", core::crypto::anon_key(cfg_.jwt_secret));
     } else {
-        o.str(ws->url);
+        o.kv("workspaceId", ws->id);
+        o.kv("label", ws->label);
+        o.kv("emoji", ws->emoji);
+        o.key("url");
+        if (is_postgres_url(ws->url)) {
+            o.w.Null();
+        } else {
+            o.str(ws->url);
+        }
+        o.kv("anonKey", ws->anon_key);
     }
-    o.kv("anonKey", ws->anon_key);
     o.w.EndObject();
     o.w.EndObject();
     co_return response::json(200, o.str());

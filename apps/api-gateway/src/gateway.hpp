@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -23,6 +24,7 @@
 #include "awp/http/message.hpp"
 #include "awp/http/outbound.hpp"
 #include "awp/http/server.hpp"
+#include "awp/rest/schema.hpp"
 
 namespace awp::api {
 
@@ -51,11 +53,20 @@ struct gateway_config {
     std::size_t db_pool_size = 16;                   // API_DB_POOL (per database)
     std::size_t workspace_pools = 8;                 // API_WORKSPACE_POOLS: open at once
     double session_ttl_s = 8 * 3600;                 // API_SESSION_TTL
-    bool cookie_secure = false;                      // API_COOKIE_SECURE
-    bool hsts = false;                               // API_HSTS (behind a TLS proxy)
-    bool access_log = true;                          // API_ACCESS_LOG
-    std::vector<std::string> allowed_origins;        // API_ALLOWED_ORIGINS (comma list)
-    std::size_t upload_limit = 10 * 1024 * 1024;     // API_UPLOAD_LIMIT bytes
+    // /auth/v1 (gotrue.cpp, docs/data-api-auth.md)
+    double jwt_expiry_s = 3600;            // API_JWT_EXPIRY: access tokens of /auth/v1 (GoTrue's)
+    double refresh_reuse_interval_s = 10;  // API_REFRESH_REUSE_INTERVAL (GoTrue's)
+    bool signup = false;                   // API_SIGNUP: self-service POST /auth/v1/signup
+    std::string signup_tenant;             // API_SIGNUP_TENANT: the tenant new users join ("" none)
+    // GET /api/config's entry for the gateway's own database (issue 34)
+    std::string workspace_id;                     // API_WORKSPACE_ID (else derived from JWT_SECRET)
+    std::string workspace_label = "awp";          // API_WORKSPACE_LABEL
+    std::string workspace_emoji;                  // API_WORKSPACE_EMOJI
+    bool cookie_secure = false;                   // API_COOKIE_SECURE
+    bool hsts = false;                            // API_HSTS (behind a TLS proxy)
+    bool access_log = true;                       // API_ACCESS_LOG
+    std::vector<std::string> allowed_origins;     // API_ALLOWED_ORIGINS (comma list)
+    std::size_t upload_limit = 10 * 1024 * 1024;  // API_UPLOAD_LIMIT bytes
     std::string upload_spool_dir;  // API_UPLOAD_SPOOL_DIR: upload bodies on disk; "" = $TMPDIR/tmp
     int login_max_failures = 5;    // API_LOGIN_MAX_FAILURES
     double login_window_s = 900;   // API_LOGIN_WINDOW
@@ -72,6 +83,19 @@ struct gateway_config {
     // tenant's behalf beyond the default policy (loopback and private networks are refused for
     // source connectors, anything but the agent's own host for DevTools).
     std::string outbound_allow;
+    // The data API (/rest/v1, rest.cpp; docs/data-api.md, "Settings").
+    std::vector<std::string> rest_schemas{"public"};  // API_REST_SCHEMAS: exposed, first default
+    std::vector<std::string> rest_extra_search_path{"public",
+                                                    "extensions"};  // API_REST_EXTRA_SEARCH_PATH
+    std::int64_t rest_max_rows = 1000;  // API_REST_MAX_ROWS (0 = no limit)
+    bool rest_tx_override = false;      // API_REST_TX_OVERRIDE: honour Prefer: tx=rollback
+    bool rest_aggregates = true;        // API_REST_AGGREGATES
+    bool rest_plan = false;             // API_REST_PLAN: the EXPLAIN media types
+    /// API_REST_STATEMENT_TIMEOUT: a request's statement_timeout unless its role sets one
+    /// (ALTER ROLE anon SET statement_timeout = ...).
+    std::string rest_statement_timeout = "30s";
+    std::size_t rest_body_limit = 1024 * 1024;  // API_REST_BODY_LIMIT bytes
+    double rest_schema_poll_s = 600;            // API_REST_SCHEMA_POLL: reload at least this often
     std::chrono::milliseconds drain_timeout{20'000};
 };
 
@@ -91,6 +115,8 @@ struct principal {
     std::string tenant_id;
     std::string email;
     std::string jti;
+    std::string session_id;  // the /auth/v1 session of the token ("" = none)
+    std::string role;        // the token's role claim (service: "service_role")
     long long exp = 0;
     /// An operator may change the host's configuration (the workspace registry): the service
     /// role, or a user whose verified claims carry app_metadata.awp_role = "operator".
@@ -112,10 +138,35 @@ struct data_principal {
     std::string role = "anon";  ///< anon, authenticated or service_role
     /// The verified claims, handed to request.jwt.claims ({"role":"anon"} without a token).
     std::string claims_json = R"({"role":"anon"})";
-    bool has_jwt = false;    ///< a token was presented and verified (42501 is 403, else 401)
+    /// A verified token of a role other than anon: PostgREST's "authed" (App.hs), which makes
+    /// an insufficient privilege (42501) 403 rather than 401. The anon key is not authed.
+    bool has_jwt = false;
     std::string sub;         ///< the user (authenticated), "" otherwise
     std::string session_id;  ///< the /auth/v1 session the token belongs to ("" = none)
 };
+
+/// A login user (app_users) as the sign-in paths read it.
+struct app_user {
+    std::string id;
+    std::string tenant_id;  // "" = none (a self-service sign-up)
+    std::string email;
+    bool disabled = false;
+    bool is_operator = false;
+    std::string user_metadata = "{}";    // JSON object
+    std::string created_at, updated_at;  // RFC 3339, UTC
+    std::string last_sign_in_at;         // "" = never
+};
+
+/// The answer of one password check (gateway::sign_in).
+struct sign_in_result {
+    long retry_after = 0;   ///< > 0: refused by the limiter, nothing evaluated
+    bool verified = false;  ///< the password is this user's (who may still be disabled)
+    app_user user;          ///< when verified
+};
+
+/// The stable id of the gateway's own database as a workspace: API_WORKSPACE_ID, else a uuid
+/// derived from JWT_SECRET (HKDF), so it survives restarts without being stored.
+[[nodiscard]] std::string own_workspace_id(const gateway_config& c);
 
 /// Access tokens already verified (token text -> principal), so a session's next requests skip
 /// libjwt's decode, the HMAC and the claims parse. exp and nbf are checked on every hit (with
@@ -208,6 +259,14 @@ public:
         }
         net::awaitable<pg::result> exec_and_commit(std::string sql, pg::params p);
         net::awaitable<void> commit();
+        /// Runs `statements` as the transaction's first ones, behind the setup, in one round
+        /// trip: one implicit transaction (committed at the Sync, rolled back by an error) when
+        /// `keep_open` is false; else after BEGIN, left open for commit() or rollback(). Returns
+        /// the statements' results (not the setup's).
+        net::awaitable<std::vector<pg::result>> run(
+            std::vector<pg::connection::pipelined> statements, bool keep_open);
+        /// Ends an open transaction without its changes.
+        net::awaitable<void> rollback();
 
     private:
         friend class db_pool;
@@ -231,6 +290,9 @@ public:
     /// registry_corrupt, 502 workspace_needs_database_url (a platform URL without its
     /// connection string), 502 database_unreachable or workspace_role_unsafe otherwise.
     net::awaitable<tx> begin(principal p);
+    /// A transaction on the gateway's own database whose setup is `setup` (the data API's role,
+    /// claims and settings: rest.cpp), sent with the first statements.
+    net::awaitable<tx> begin_own(pg::connection::pipelined setup);
 
     /// Closes the workspace pools whose workspace is not in `live` (id -> url) or whose url
     /// changed; `generation` is the registry snapshot's, so a caller can skip unchanged ones.
@@ -261,6 +323,7 @@ net::awaitable<std::string> rls_bypass_reason(pg::connection& c);
 
 class registry;
 class connector_registry;
+struct rest_state;
 struct workspace;
 
 /// An agent the caller can see under RLS and where it lives (files.cpp: locate_agent).
@@ -299,6 +362,9 @@ public:
     /// an invalid or expired token, PGRST303 bad claims, a signed-out session) with
     /// WWW-Authenticate.
     data_principal data_api_principal(const request& r) const;
+    /// Revokes /auth/v1 sessions in this process (id -> the last second their access tokens are
+    /// valid): their tokens are refused from now on, on /api and on the data API.
+    void revoke_sessions(const std::vector<std::pair<std::string, long long>>& sessions) const;
     /// Cross-site state-changing requests are refused (403). The router calls it for every
     /// method but GET, HEAD and OPTIONS (routes()).
     void check_same_origin(const request& r) const;
@@ -345,8 +411,53 @@ private:
     net::awaitable<response> sources_validate(request r);
     net::awaitable<response> oauth_start(request r);
     net::awaitable<response> oauth_callback(request r);
+    // gotrue.cpp: /auth/v1, the GoTrue subset the client library needs (docs/data-api-auth.md)
+    net::awaitable<response> auth_token(request r);
+    net::awaitable<response> auth_signup(request r);
+    net::awaitable<response> auth_user_get(request r);
+    net::awaitable<response> auth_user_put(request r);
+    net::awaitable<response> auth_logout(request r);
+    net::awaitable<response> auth_settings(request r);
+    net::awaitable<response> auth_health(request r);
+    net::awaitable<response> auth_jwks(request r);
+    net::awaitable<response> password_grant(request r);
+    net::awaitable<response> refresh_grant(request r);
+    /// A new /auth/v1 session of user `user_id` (its row, its first refresh token, the user's
+    /// last sign-in): the session's JSON as auth-js reads it.
+    net::awaitable<std::string> start_session(std::string user_id, request r);
+    /// An access token of session `session_id` for `u`, issued at `now` (claims in
+    /// docs/data-api-auth.md).
+    [[nodiscard]] std::string access_token(const app_user& u, const std::string& session_id,
+                                           long long auth_time, long long now,
+                                           const request& r) const;
+    /// Runs an /auth/v1 handler: any failure answered in GoTrue's error shape, CORS on every
+    /// answer.
+    net::awaitable<response> auth_v1(net::awaitable<response> (gateway::*fn)(request), request r);
+    /// OPTIONS on a data-API path (/auth/v1, /rest/v1): the CORS preflight.
+    net::awaitable<response> data_api_preflight(request r);
+    /// The sessions revoked in the database whose tokens may still be alive, into this
+    /// process's set (on start; retried while the database is unreachable).
+    net::awaitable<void> load_revoked_sessions();
+    /// Signs out sessions of `user_id` in the database and in this process: scope "local" the
+    /// one session, "global" all, "others" all but it. Returns how many.
+    net::awaitable<std::size_t> sign_out(std::string user_id, std::string session_id,
+                                         std::string scope, std::string reason);
+    // rest.cpp: the data API (/rest/v1), its schema cache and its reloads
+    net::awaitable<response> rest_request(request r);
+    net::awaitable<std::shared_ptr<const rest::schema_cache>> schema_cache();
+    net::awaitable<void> reload_schema(std::string why);
+    void start_schema_listener();
 
     net::awaitable<bool> verify_password(std::string hash, std::string password);
+    /// A password sign-in (/api/auth/login and /auth/v1/token): the limiter's reservation for
+    /// `account` from `remote`, the user's row from p's database, Argon2id on the cpu pool (a
+    /// dummy hash for an unknown account, so timing does not tell). A failure or a disabled
+    /// user counts against the limits.
+    net::awaitable<sign_in_result> sign_in(principal p, std::string account, std::string password,
+                                           std::string remote);
+    /// Argon2id hash of a new password on the cpu pool.
+    net::awaitable<std::string> hash_password(std::string password);
+    [[nodiscard]] bool is_revoked(const principal& p) const;
     std::optional<principal> token_principal(std::string_view token, bool& service_key) const;
     /// Sets p's database (auth.cpp): a user's from its session's workspace (401 when that
     /// workspace left the registry); the service role's from the awp_active_workspace cookie,
@@ -358,6 +469,9 @@ private:
     std::optional<workspace> login_workspace(const request& r,
                                              const std::optional<std::string>& wanted) const;
     void load_templates();
+    /// The gateway's public base URL: API_PUBLIC_URL, else http://<the request's Host> (a Host
+    /// that is not a plain host[:port] gives http://<bind>:<port>).
+    [[nodiscard]] std::string public_base_url(const request& r) const;
 
     net::io_context& ioc_;
     gateway_config cfg_;
@@ -365,6 +479,7 @@ private:
     std::unique_ptr<registry> registry_;
     std::unique_ptr<connector_registry> connectors_;
     std::unique_ptr<http::server> server_;
+    std::unique_ptr<rest_state> rest_;
     net::thread_pool cpu_{2};  // Argon2id off the io threads
     login_limiter limiter_;
     std::mutex gateway_mu_;
@@ -377,10 +492,20 @@ private:
     std::map<std::string, std::chrono::steady_clock::time_point> validate_last_;  // rate limit
     mutable std::mutex revoked_mu_;
     std::map<std::string, long long> revoked_;  // jti → exp, logged-out sessions
+    // /auth/v1 sessions signed out → until when their access tokens could be alive
+    mutable std::map<std::string, long long> revoked_sessions_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> revocations_loaded_{false};
     mutable token_cache tokens_;
+    mutable token_cache data_tokens_;  // the data API's (other roles, another leeway)
     std::string templates_json_ = "[]";
     std::string dummy_hash_;  // equalises login timing for unknown accounts
 };
+
+/// CORS of the data API's answers (/rest/v1 and /auth/v1: rest.cpp): like the hosted platform,
+/// any origin may read them (Access-Control-Allow-Origin: *, no credentials: these routes take
+/// a bearer token, never a cookie), with the headers the client library reads exposed.
+void add_data_api_cors(const request& r, response& res);
 
 /// Session cookie written by POST /api/auth/login.
 inline constexpr const char* kSessionCookie = "awp-auth-token";

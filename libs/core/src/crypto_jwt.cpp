@@ -62,6 +62,13 @@ std::string jwt_sign_hs256(std::string_view claims_json, std::string_view secret
     return token.get();
 }
 
+std::string anon_key(std::string_view jwt_secret) {
+    return jwt_sign_hs256(R"({"role":"anon","iss":"awp","iat":)" +
+                              std::to_string(kAnonKeyIssuedAt) + R"(,"exp":)" +
+                              std::to_string(kAnonKeyExpires) + "}",
+                          jwt_secret);
+}
+
 std::string jwt_verify_hs256(std::string_view token, std::string_view secret,
                              const jwt_verify_options& options) {
     if (secret.empty()) throw crypto_error("JWT secret is empty");

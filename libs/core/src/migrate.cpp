@@ -211,6 +211,11 @@ report apply(pg::connection& conn, const fs::path& dir) {
                     "folder");
     }
     apply_repeatable(conn, dir, rep);
+    if (!rep.applied.empty() || !rep.repeatable_applied.empty()) {
+        // The schema changed: PostgREST (behind a Supabase-style stack) and the api-gateway's
+        // data API reload their schema cache on this signal (docs/data-api.md).
+        conn.exec("NOTIFY pgrst, 'reload schema'");
+    }
     return rep;
 }
 

@@ -182,7 +182,7 @@ void fill_header(bhttp::response<Body>& out, const response& r, unsigned version
                  bool hsts) {
     out.version(version);
     out.result(r.status);
-    out.reason(reason(r.status));
+    out.reason(r.reason.empty() ? reason(r.status) : std::string_view(r.reason));
     for (const auto& [n, v] : r.header.fields()) out.insert(n, v);
     if (!r.header.has("Cache-Control")) out.set(bhttp::field::cache_control, "no-store");
     // A handler's own Content-Security-Policy is sent besides the server's: browsers enforce

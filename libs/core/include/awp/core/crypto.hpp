@@ -134,6 +134,15 @@ inline constexpr std::string_view kSecretPrefix = "enc:v1:";
 [[nodiscard]] std::string workspace_session_key(std::string_view jwt_secret,
                                                 std::string_view workspace_id);
 
+/// The anon key of an instance whose JWT secret is `jwt_secret`: the HS256 token
+/// {"role":"anon","iss":"awp","iat":kAnonKeyIssuedAt,"exp":kAnonKeyExpires}. Deterministic (the
+/// same secret gives the same key after every restart, on every host), so a UI and scripts can
+/// keep it; it changes only with the secret. It grants what the anon role may do under
+/// row-level security, nothing more (docs/data-api-auth.md).
+[[nodiscard]] std::string anon_key(std::string_view jwt_secret);
+inline constexpr long long kAnonKeyIssuedAt = 1767225600;  // 2026-01-01T00:00:00Z
+inline constexpr long long kAnonKeyExpires = 4102444800;   // 2100-01-01T00:00:00Z
+
 /// Signs a claims JSON object with HS256. Throws crypto_error if the claims are not a JSON
 /// object or the secret is empty.
 [[nodiscard]] std::string jwt_sign_hs256(std::string_view claims_json, std::string_view secret);

@@ -61,7 +61,8 @@ std::vector<repeatable> list_repeatable(const std::filesystem::path& dir);
 /// are new or changed. Throws error, without applying anything, when a numbered file that was
 /// applied has changed since (migrations are forward-only) or an applied one is gone; a file
 /// that fails throws error naming the file, with Postgres' message (its transaction rolled back).
-/// awp's own folder (its last file is schema_version or newer) must have functions/.
+/// awp's own folder (its last file is schema_version or newer) must have functions/. A run that
+/// applied anything ends with NOTIFY pgrst, 'reload schema' (schema caches reload on it).
 report apply(pg::connection& conn, const std::filesystem::path& dir);
 
 /// The highest applied version, or "" on an empty database.

@@ -92,6 +92,9 @@ struct request {
 
 struct response {
     unsigned status = 200;
+    /// The status line's reason phrase ("" = the standard one for the status): a dialect whose
+    /// clients read it (the data API's statusText) sets its own.
+    std::string reason;
     headers header;
     std::string body;
     bool close = false;  // close the connection after this response

@@ -49,8 +49,11 @@ struct prepared {
     bool call_void = false;
     bool call_single = false;  ///< a function returning one value or row (not SETOF)
     bool mutation = false;
-    bool location = false;      ///< answer Location (insert with return=headers-only)
-    std::string location_base;  ///< "/<table>?"
+    bool location = false;                   ///< answer Location (insert with return=headers-only)
+    std::string location_base;               ///< "/<table>"
+    std::vector<std::string> location_keys;  ///< the primary key, in order
+    /// OPTIONS: the methods the resource takes (no statement runs).
+    std::string allow;
 };
 
 /// The main statement's row.
@@ -60,7 +63,8 @@ struct main_row {
     std::string body;                  ///< the JSON (or CSV) body
     std::optional<std::string> response_headers;  ///< response.headers GUC (JSON array)
     std::optional<std::string> response_status;   ///< response.status GUC
-    std::optional<std::string> location;          ///< pk filter of the first inserted row
+    std::optional<std::string> location;          ///< {pk column: value} of the first inserted row
+    std::optional<std::string> inserted;          ///< rows an upsert inserted (not updated)
 };
 
 /// Checks `req` against the schema and renders its statement. Throws api_error (PGRST200-205,
@@ -81,6 +85,30 @@ struct outcome {
 /// rolls back. `planned` is the planner's row estimate (count=planned|estimated).
 [[nodiscard]] outcome respond(const prepared& p, const main_row& row,
                               std::optional<std::int64_t> planned, const options& o);
+
+/// What a request's transaction is set up with before its statement, as PostgREST does: the
+/// role, the verified claims (request.jwt.claims, and .claim.sub/.claim.role for older
+/// policies), request.method/path/headers, search_path, the role's own settings (ALTER ROLE ...
+/// SET), a statement_timeout unless the role has one, READ ONLY for GET and HEAD.
+struct session_facts {
+    std::string role;
+    std::string claims_json;
+    std::string sub;
+    std::string method;
+    std::string path;
+    std::string headers_json;
+    std::string search_path;
+    std::vector<std::pair<std::string, std::string>> role_settings;
+    std::string default_statement_timeout;
+    bool read_only = true;
+};
+
+/// `"schema", "extra1", ...` (the request's schema first, then the extra search path).
+[[nodiscard]] std::string search_path(const std::string& schema,
+                                      const std::vector<std::string>& extra);
+
+/// The one statement that sets those (transaction-local set_config, every value bound).
+[[nodiscard]] statement setup_statement(const session_facts& f);
 
 /// The EXPLAIN (FORMAT JSON) output's top "Plan Rows".
 [[nodiscard]] std::optional<std::int64_t> planned_rows(std::string_view explain_json);

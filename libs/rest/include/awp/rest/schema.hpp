@@ -144,6 +144,8 @@ public:
     std::map<std::string, role_settings> roles;                 ///< by role name
     std::string server_version;                                 ///< server_version_num as text
     std::uint64_t loaded_at_ms = 0;
+    /// Every relationship by the table it starts from (decode fills it).
+    std::map<qualified_name, std::vector<relationship>> relationships_of;
 
     /// PGRST205 (404) "Could not find the table 's.t' in the schema cache", with PostgREST's
     /// hint naming the closest table.
