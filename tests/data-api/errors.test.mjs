@@ -119,8 +119,6 @@ describe('error shapes', () => {
     const { anonKey } = await config()
     const token = await accessToken(ada)
     const hostile = [
-      "/rest/v1/tasks?select=id;drop table tasks",
-      '/rest/v1/tasks?select=id&order=title;delete',
       '/rest/v1/tasks?select=id&status=in.(todo',
       '/rest/v1/tasks?select=id&or=(status.eq.todo',
       '/rest/v1/tasks?select=*,agents!inner(',
@@ -133,9 +131,17 @@ describe('error shapes', () => {
     for (const path of hostile) {
       const r = await http(path, { token, apikey: anonKey })
       assert.ok(r.status >= 400 && r.status < 500, `${path.slice(0, 80)}: ${r.status} ${r.text.slice(0, 200)}`)
-      if (r.status !== 414) {
+      // 414 and 431 come from the HTTP layer, before the data API reads the request.
+      if (r.status !== 414 && r.status !== 431) {
         assert.ok(r.json && typeof r.json.code === 'string' && 'message' in r.json, `${path.slice(0, 80)}: ${r.text.slice(0, 200)}`)
       }
+    }
+    // PostgREST splits a query string at ';' as at '&' (http-types' parseQuery) and drops a key
+    // without a value: what follows the semicolon is never anything but an ignored key.
+    for (const path of ['/rest/v1/tasks?select=id;drop%20table%20tasks', '/rest/v1/tasks?select=id&order=title;delete']) {
+      const trailing = await http(path, { token, apikey: anonKey })
+      assert.equal(trailing.status, 200, path)
+      assert.ok(trailing.json.length >= 8 && trailing.json.every((t) => Object.keys(t).join() === 'id'), path)
     }
     // A value is a value: quotes and SQL in it select nothing and break nothing.
     const injected = await http('/rest/v1/tasks?select=id&title=eq.x%27%3B%20drop%20table%20tasks%3B--', {

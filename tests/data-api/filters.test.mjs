@@ -69,7 +69,8 @@ const cases = [
     tasks('taskA2', 'taskA3')],
   ['or with a nested and', 'tasks', (q) => q.or('status.eq.blocked,and(priority.eq.high,status.eq.todo)'),
     `status = 'blocked' OR (priority = 'high' AND status = 'todo')`, tasks('taskA1', 'taskA3')],
-  ['or with not and in', 'tasks', (q) => q.or('not.status.in.(todo,in_progress,blocked),tags.cs.{bug}'),
+  // Inside or() the negation follows the column (PostgREST's logic tree: field.not.op.value).
+  ['or with not and in', 'tasks', (q) => q.or('status.not.in.(todo,in_progress,blocked),tags.cs.{bug}'),
     `status NOT IN ('todo', 'in_progress', 'blocked') OR tags @> '{bug}'`, tasks('taskA2', 'taskA4', 'taskA5')],
   ['like(any)', 'tasks', (q) => q.likeAnyOf('title', ['%bug%', '%vendor%']), `title LIKE ANY ('{%bug%,%vendor%}')`,
     tasks('taskA2', 'taskA3')],

@@ -43,7 +43,13 @@ after(() => {
 
 test('the README\'s node snippet signs in, lists the agents and enqueues a command it reads back', () => {
   writeFileSync(join(dir, 'first.mjs'), block('node'))
-  const r = spawnSync(process.execPath, ['first.mjs'], { cwd: dir, env: runEnv(), encoding: 'utf8', timeout: 60000 })
+  const r = spawnSync(process.execPath, ['first.mjs'], {
+    cwd: dir,
+    env: runEnv(),
+    encoding: 'utf8',
+    timeout: 60000,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   assert.equal(r.status, 0, `node first.mjs failed:\n${r.stderr}\n${r.stdout}`)
   assert.match(r.stdout, /agents: \[/)
   for (const name of ['Abe', 'Ada', 'Bob', 'Cy', 'Dee']) assert.ok(r.stdout.includes(`name: '${name}'`), `lists ${name}`)
@@ -56,9 +62,18 @@ test('the README\'s node snippet signs in, lists the agents and enqueues a comma
 })
 
 test('the README\'s curl commands do the same over plain HTTP', () => {
-  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', block('curl')], { env: runEnv(), encoding: 'utf8', timeout: 60000 })
+  // stdin from /dev/null: bash reads /etc/bash.bashrc when its stdin is a socket, as node's pipes are.
+  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', block('curl')], {
+    env: runEnv(),
+    encoding: 'utf8',
+    timeout: 60000,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
   assert.equal(r.status, 0, `the curl block failed:\n${r.stderr}\n${r.stdout}`)
-  const [agentsLine, commandLine] = r.stdout.trim().split('\n')
+  // Two JSON arrays, one per echo (each may span lines: json_agg puts a newline between rows).
+  const docs = r.stdout.trim().split(/(?<=\])\n(?=\[)/)
+  assert.equal(docs.length, 2, `two answers (the agents, the command):\n${r.stdout}\n${r.stderr}`)
+  const [agentsLine, commandLine] = docs
   const agents = JSON.parse(agentsLine)
   assert.deepEqual(
     agents.map((a) => a.name),
