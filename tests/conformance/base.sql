@@ -25,6 +25,10 @@ ALTER DEFAULT PRIVILEGES IN SCHEMA extensions GRANT ALL ON SEQUENCES TO anon, au
 -- As on the platform, extensions' types and functions are found without a schema name.
 SELECT format('ALTER DATABASE %I SET search_path TO "$user", public, extensions', current_database())
 \gexec
+-- Every project loads pg_stat_statements, so Postgres computes query identifiers (EXPLAIN VERBOSE
+-- shows them; a plain cluster leaves compute_query_id at auto, which is off without it).
+SELECT format('ALTER DATABASE %I SET compute_query_id TO on', current_database())
+\gexec
 CREATE EXTENSION IF NOT EXISTS "uuid-ossp" WITH SCHEMA extensions;
 CREATE EXTENSION IF NOT EXISTS pgcrypto WITH SCHEMA extensions;
 

@@ -48,6 +48,7 @@ const count = (list, status) => list.filter((t) => t.status === status).length
 const serverTests = ran.filter((t) => t.server)
 const summary = {
   suite,
+  note: process.env.AWP_CONFORMANCE_NOTE || undefined,
   total: ran.length,
   passed: count(ran, 'passed'),
   failed: count(ran, 'failed'),
@@ -61,6 +62,7 @@ writeFileSync(outPath, `${JSON.stringify(summary, null, 2)}\n`)
 const pct = (a, b) => (b ? `${((100 * a) / b).toFixed(1)} %` : 'n/a')
 console.log(`\n${suite}: ${summary.total} tests ran, ${summary.passed} passed, ${summary.failed} failed` +
   (summary.skipped ? `, ${summary.skipped} not run (filtered or skipped)` : ''))
+if (summary.note) console.log(`  NOTE: ${summary.note}`)
 console.log(`  that reached the server: ${summary.server.total}, passed ${summary.server.passed} (${pct(summary.server.passed, summary.server.total)})`)
 for (const e of suiteErrors) console.log(`  file did not run: ${e.file}: ${e.message}`)
 if (summary.failures.length) console.log('failed:')

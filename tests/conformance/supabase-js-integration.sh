@@ -3,7 +3,8 @@
 # github.com/supabase/supabase-js at v2.112.2), unmodified, its PostgREST, PostgreSQL RLS and
 # Authentication groups, against awp-api-gateway: a scratch database with the Supabase-like base
 # (base.sql), awp's own migrations (its users, /auth/v1's sessions, auth.users in step with them),
-# then the fixture's todos table with its auth.uid() policies and its seed; the gateway on
+# the base's default privileges again (awp's migrations revoke them), then the fixture's todos
+# table with its auth.uid() policies and its seed; the gateway on
 # 127.0.0.1:54321 with the platform's demo JWT secret (the test's anon key is signed with it) and
 # sign-up on; jest --ci --runInBand -t '<the three groups>' with the published
 # @supabase/supabase-js in place of ../src/index. The other groups need Realtime, the API gateway's
@@ -24,6 +25,13 @@ fixture=$PKG_SRC/supabase
 [[ -f $fixture/migrations/20250422000000_create_todos_table.sql ]] || die "the todos migration is missing in $fixture/migrations"
 conformance_load "$CONF/base.sql" -v with_auth=false
 "$BIN/awpctl" --database-url "$DB_ADMIN" migrate >/dev/null || die "awpctl migrate failed on the scratch database"
+# awp's sql/0001 revokes the platform's default privileges on public from anon and authenticated
+# (for its own tables, which it grants one by one); the fixture, written for a hosted project,
+# counts on them (todos has policies for anon and authenticated but no GRANT). Made again here,
+# as they were: on a hosted project with awp's schema the fixture's tables would get no grants
+# (tests/conformance/README.md).
+conformance_load "$CONF/base.sql" -v with_auth=false
+log "the platform's default privileges made again after awp's migrations (sql/0001 revokes them)"
 conformance_load "$fixture/migrations/20250422000000_create_todos_table.sql"
 conformance_load "$fixture/seed/seed_todos.sql"
 log "awp's schema and the todos fixture loaded into $DB"
