@@ -95,7 +95,7 @@ echo "run-stack: ${#daemons[@]} daemons running (logs: JSON lines on stderr); Ct
 # Once the gateway answers, say where it is and what to do next (README, "The first five
 # minutes"): the URL and anon key a UI or a script gives the client library, from /api/config.
 announce() {
-  local host=${API_BIND:-127.0.0.1} url config= anon
+  local host=${API_BIND:-127.0.0.1} url config='' anon
   [[ $host == 0.0.0.0 || $host == :: ]] && host=127.0.0.1
   [[ $host == *:* ]] && host="[$host]"
   url="http://$host:${API_PORT:-3000}"

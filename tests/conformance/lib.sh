@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by the conformance runners (tests/conformance/postgrest-js.sh,
 # supabase-js-integration.sh): the project's cluster, node and the runners' npm packages, a
 # scratch database, a copy of the checkout's package, and serve-and-test.sh (awp-api-gateway on
