@@ -1,6 +1,6 @@
 // /auth/v1 of awp-api-gateway as a process against a real database: what @supabase/supabase-js's
-// auth client relies on (docs/data-api-auth.md) — the password and refresh-token grants, the
-// limiter, rotation and reuse detection, sign-out scopes and their effect on /api, the user,
+// auth client relies on (docs/data-api.md, "Signing in") — the password and refresh-token grants,
+// the limiter, rotation and reuse detection, sign-out scopes and their effect on /api, the user,
 // sign-up on and off, settings, CORS, and GET /api/config's url and anon key.
 #include <sodium.h>
 

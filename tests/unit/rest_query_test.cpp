@@ -9,56 +9,43 @@
 #include "awp/rest/query.hpp"
 #include "awp/rest/request.hpp"
 #include "awp/rest/schema.hpp"
+#include "support/rest_catalog.hpp"
 
 namespace {
 
 namespace rest = awp::rest;
 
-// Two tables and a view in the shape catalog_query() returns: agents, tasks (a composite key to
-// agents, as awp's tenant keys are), a table with a hostile column name, one function.
-constexpr const char* kCatalog = R"json({
- "version": "150000",
- "tables": [
-  {"oid": 1, "schema": "public", "name": "agents", "kind": "r", "insertable": true,
-   "updatable": true, "deletable": true, "pk": ["id"], "columns": [
-    {"num": 1, "name": "id", "type": "uuid", "base_type": "uuid", "category": "U",
-     "nullable": false, "default": "gen_random_uuid()", "identity": "", "generated": ""},
-    {"num": 2, "name": "tenant_id", "type": "uuid", "base_type": "uuid", "category": "U",
-     "nullable": false, "identity": "", "generated": ""},
-    {"num": 3, "name": "name", "type": "text", "base_type": "text", "category": "S",
-     "nullable": false, "identity": "", "generated": ""},
-    {"num": 4, "name": "meta", "type": "jsonb", "base_type": "jsonb", "category": "U",
-     "nullable": false, "identity": "", "generated": ""}]
-},
-  {"oid": 2, "schema": "public", "name": "tasks", "kind": "r", "insertable": true,
-   "updatable": true, "deletable": true, "pk": ["id"], "columns": [
-    {"num": 1, "name": "id", "type": "uuid", "base_type": "uuid", "category": "U",
-     "nullable": false, "identity": "", "generated": ""},
-    {"num": 2, "name": "tenant_id", "type": "uuid", "base_type": "uuid", "category": "U",
-     "nullable": false, "identity": "", "generated": ""},
-    {"num": 3, "name": "title", "type": "text", "base_type": "text", "category": "S",
-     "nullable": false, "identity": "", "generated": ""},
-    {"num": 4, "name": "assignee_agent_id", "type": "uuid", "base_type": "uuid",
-     "category": "U", "nullable": true, "identity": "", "generated": ""}]},
-  {"oid": 3, "schema": "public", "name": "odd", "kind": "r", "insertable": true,
-   "updatable": true, "deletable": true, "pk": [], "columns": [
-    {"num": 1, "name": "a\"b; drop", "type": "text", "base_type": "text", "category": "S",
-     "nullable": true, "identity": "", "generated": ""}]}],
- "fks": [
-  {"name": "tasks_assignee_agent_id_fkey", "schema": "public", "table": "tasks",
-   "cols": ["tenant_id", "assignee_agent_id"], "fschema": "public", "ftable": "agents",
-   "fcols": ["tenant_id", "id"], "one_to_one": false}],
- "views": [], "view_sources": [],
- "functions": [
-  {"oid": 10, "schema": "public", "name": "bump", "volatility": "v", "returns_set": false,
-   "rows": 0, "nargs": 1, "ndefaults": 0, "returns_void": false, "returns_composite": false,
-   "ret_type": "integer", "ret_base_type": "int4", "ret_category": "N",
-   "args": [{"name": "n", "mode": "i", "type": "integer", "base_type": "int4"}]}],
- "roles": [{"role": "anon", "db": false, "settings": ["statement_timeout=3s"]}]
-})json";
+using awp::test::rest_catalog::catalog;
+using awp::test::rest_catalog::col;
+using awp::test::rest_catalog::param_spec;
+
+// agents, tasks (a composite key to agents, as awp's tenant keys are), a table with a hostile
+// column name, one function, a role with its own statement_timeout.
+std::string catalog_json() {
+    const rest::qualified_name agents{"public", "agents"}, tasks{"public", "tasks"};
+    catalog c;
+    c.table("public", "agents",
+            {{"id", "uuid", false, "gen_random_uuid()"},
+             {"tenant_id", "uuid", false},
+             {"name", "text", false},
+             {"meta", "jsonb", false}},
+            {"id"});
+    c.table("public", "tasks",
+            {{"id", "uuid", false},
+             {"tenant_id", "uuid", false},
+             {"title", "text", false},
+             {"assignee_agent_id", "uuid"}},
+            {"id"});
+    c.table("public", "odd", {{"a\"b; drop", "text"}}, {});
+    c.fk("tasks_assignee_agent_id_fkey", tasks,
+         {{"tenant_id", "tenant_id"}, {"assignee_agent_id", "id"}}, agents);
+    c.function({"public", "bump"}, 10, {param_spec{"n", "integer"}});
+    c.role("anon", {{"statement_timeout", "3s"}});
+    return c.json();
+}
 
 const rest::schema_cache& cache() {
-    static const auto sc = rest::decode(kCatalog, {"public"});
+    static const auto sc = rest::decode(catalog_json(), {"public"});
     return *sc;
 }
 
@@ -97,7 +84,7 @@ TEST_CASE("request values reach Postgres only as bound parameters, names only qu
     CHECK(q.main.sql.find(R"("odd"."a""b; drop")") != std::string::npos);
     // JSON path keys and in-lists are parameters too.
     auto j = plan("GET", "/agents", "select=meta->>k%27ey&name=in.(a,%22b%2Cc%22)");
-    CHECK(j.main.sql.find("->>'") == std::string::npos);  // never a literal in the text
+    CHECK(j.main.sql.find("->>'") == std::string::npos);         // never a literal in the text
     CHECK(j.main.sql.find("AS \"k'ey\"") != std::string::npos);  // the output name: quoted
     CHECK(has_param(j.main, "k'ey"));
     CHECK(has_param(j.main, R"({"a","b,c"})"));

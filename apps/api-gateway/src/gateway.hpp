@@ -53,7 +53,7 @@ struct gateway_config {
     std::size_t db_pool_size = 16;                   // API_DB_POOL (per database)
     std::size_t workspace_pools = 8;                 // API_WORKSPACE_POOLS: open at once
     double session_ttl_s = 8 * 3600;                 // API_SESSION_TTL
-    // /auth/v1 (gotrue.cpp, docs/data-api-auth.md)
+    // /auth/v1 (gotrue.cpp, docs/data-api.md, "Signing in")
     double jwt_expiry_s = 3600;            // API_JWT_EXPIRY: access tokens of /auth/v1 (GoTrue's)
     double refresh_reuse_interval_s = 10;  // API_REFRESH_REUSE_INTERVAL (GoTrue's)
     bool signup = false;                   // API_SIGNUP: self-service POST /auth/v1/signup
@@ -411,7 +411,8 @@ private:
     net::awaitable<response> sources_validate(request r);
     net::awaitable<response> oauth_start(request r);
     net::awaitable<response> oauth_callback(request r);
-    // gotrue.cpp: /auth/v1, the GoTrue subset the client library needs (docs/data-api-auth.md)
+    // gotrue.cpp: /auth/v1, the GoTrue subset the client library needs (docs/data-api.md, "Signing
+    // in")
     net::awaitable<response> auth_token(request r);
     net::awaitable<response> auth_signup(request r);
     net::awaitable<response> auth_user_get(request r);
@@ -426,7 +427,7 @@ private:
     /// last sign-in): the session's JSON as auth-js reads it.
     net::awaitable<std::string> start_session(std::string user_id, request r);
     /// An access token of session `session_id` for `u`, issued at `now` (claims in
-    /// docs/data-api-auth.md).
+    /// docs/data-api.md, "Signing in").
     [[nodiscard]] std::string access_token(const app_user& u, const std::string& session_id,
                                            long long auth_time, long long now,
                                            const request& r) const;

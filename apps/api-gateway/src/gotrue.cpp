@@ -2,7 +2,7 @@
 // served from app_users: password and refresh-token grants, sign-up (off unless the operator
 // turns it on), the user, sign-out with its scopes, settings, health; sessions and rotated
 // refresh tokens in app_sessions / app_refresh_tokens; errors in GoTrue's shape; CORS as on the
-// hosted platform. docs/data-api-auth.md.
+// hosted platform. docs/data-api.md, "Signing in".
 #include <algorithm>
 #include <cctype>
 
@@ -846,7 +846,7 @@ net::awaitable<response> gateway::auth_settings(request) {
 net::awaitable<response> gateway::auth_health(request) {
     co_return response::json(
         200,
-        R"json({"version":"awp","name":"GoTrue","description":"awp's GoTrue-compatible sign-in (docs/data-api-auth.md)"})json");
+        R"json({"version":"awp","name":"GoTrue","description":"awp's GoTrue-compatible sign-in (docs/data-api.md)"})json");
 }
 
 net::awaitable<response> gateway::auth_jwks(request) {

@@ -138,7 +138,7 @@ inline constexpr std::string_view kSecretPrefix = "enc:v1:";
 /// {"role":"anon","iss":"awp","iat":kAnonKeyIssuedAt,"exp":kAnonKeyExpires}. Deterministic (the
 /// same secret gives the same key after every restart, on every host), so a UI and scripts can
 /// keep it; it changes only with the secret. It grants what the anon role may do under
-/// row-level security, nothing more (docs/data-api-auth.md).
+/// row-level security, nothing more (docs/data-api.md, "Signing in").
 [[nodiscard]] std::string anon_key(std::string_view jwt_secret);
 inline constexpr long long kAnonKeyIssuedAt = 1767225600;  // 2026-01-01T00:00:00Z
 inline constexpr long long kAnonKeyExpires = 4102444800;   // 2100-01-01T00:00:00Z

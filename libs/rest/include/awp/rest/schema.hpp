@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "awp/rest/error.hpp"
+#include "awp/rest/request.hpp"
 
 namespace awp::rest {
 
@@ -30,11 +31,14 @@ struct column {
     std::string name;
     /// The type as SQL spells it for a cast: format_type() with its schema when it is not in
     /// pg_catalog ("text", "integer", "timestamp with time zone", "public.user_status",
-    /// "extensions.vector(384)", "text[]").
+    /// "extensions.vector(384)", "text[]"); a built-in type without its modifier ("numeric",
+    /// "character varying"), as PostgREST, so a record definition cuts or rounds nothing.
     std::string type;
-    /// The type's base name without modifiers or array brackets, for operator choice
-    /// ("text", "jsonb", "tsvector", "int4range"...), and its category (pg_type.typcategory:
-    /// 'A' array, 'R' range, 'S' string, 'N' numeric, 'U' user/json..., 'E' enum, ...).
+    /// The type's base name without modifiers or array brackets, a domain's base type, as
+    /// format_type() spells it (schema-qualified outside pg_catalog), for operator choice
+    /// ("text", "jsonb", "tsvector", "int4range", "character varying"...), and its category
+    /// (pg_type.typcategory of the domain's base type: 'A' array, 'R' range, 'S' string,
+    /// 'N' numeric, 'U' user/json..., 'E' enum, ...).
     std::string base_type;
     char category = 'U';
     bool is_array = false;
@@ -82,6 +86,10 @@ struct relationship {
     qualified_name table;
     qualified_name foreign_table;
     bool is_self = false;
+    /// Whether each side is a view (or materialized view): a constraint name or a column as the
+    /// embed's target (rather than as its hint) only finds relationships to tables.
+    bool table_is_view = false;
+    bool foreign_table_is_view = false;
     /// one_to_one: whether `table` is the referenced side ("parent").
     bool o2o_parent = false;
     /// The constraint (every kind but many_to_many and computed) and its column pairs, each
@@ -106,6 +114,9 @@ struct function_param {
     std::string name;  ///< "" when unnamed
     std::string type;  ///< as for a cast (format_type, schema-qualified when not pg_catalog)
     std::string base_type;
+    /// The type to cast an argument to: `type`, but "character varying" for "character" and
+    /// "bit varying" for "bit" (parameters have no length: a cast to character cuts to one).
+    std::string cast_type;
     bool has_default = false;
     bool variadic = false;
 };
@@ -121,6 +132,10 @@ struct function {
     bool returns_composite = false;
     /// When the row type is a table's or view's: it (so embeds and filters resolve on it).
     std::optional<qualified_name> returns_table;
+    /// The result type as PostgREST names it (the relation for a row type, else the base type's
+    /// pg_type name: {"pg_catalog","record"} for RETURNS TABLE / OUT parameters): the origin of
+    /// embeds from the result when it is no table.
+    qualified_name return_type_name;
     std::string return_type;  ///< for a scalar result: its type (as for a cast)
     std::string return_base_type;
     char return_category = 'U';
@@ -140,11 +155,13 @@ public:
     std::vector<std::string> schemas;
     std::map<qualified_name, table> tables;
     std::vector<foreign_key> foreign_keys;
-    std::map<qualified_name, std::vector<function>> functions;  ///< overloads by name
-    std::map<std::string, role_settings> roles;                 ///< by role name
-    std::string server_version;                                 ///< server_version_num as text
+    /// Overloads by name, in PostgREST's order (fewest parameters first).
+    std::map<qualified_name, std::vector<function>> functions;
+    std::map<std::string, role_settings> roles;  ///< by role name
+    std::string server_version;                  ///< server_version_num as text
     std::uint64_t loaded_at_ms = 0;
-    /// Every relationship by the table it starts from (decode fills it).
+    /// Every relationship by the table it starts from, in PostgREST's order (decode fills it;
+    /// computed relationships replace the key-based ones to a table named like the function).
     std::map<qualified_name, std::vector<relationship>> relationships_of;
 
     /// PGRST205 (404) "Could not find the table 's.t' in the schema cache", with PostgREST's
@@ -169,14 +186,22 @@ public:
     /// json/jsonb/text/xml/bytea parameter, the body as that argument (`single_unnamed`
     /// is then set). PGRST202 (404) with PostgREST's message and hint when none fits, PGRST203
     /// (300) when several do.
+    ///
+    /// `read_only`: a GET/HEAD call (arguments from the query string, no body: the single
+    /// unnamed parameter fallback does not apply). `content_type`: the POST body's (json, text,
+    /// xml, octet; anything else, such as a form, as `other`): which single unnamed parameter
+    /// takes it, and PGRST202's texts. `prefer_single_object` (Prefer: params=single-object,
+    /// which PostgREST v14 no longer reads): a function whose one parameter is json or jsonb
+    /// takes the whole body when there is exactly one; otherwise resolution is v14's.
+    /// `body_is_object` does not change v14's resolution (the body's keys are `args`).
     struct call_match {
         const rest::function* fn = nullptr;
-        bool single_unnamed = false;  ///< pass the whole body as the one unnamed parameter
+        bool single_unnamed = false;  ///< pass the whole body as the one parameter
     };
     [[nodiscard]] call_match find_function(const qualified_name& id,
                                            const std::vector<std::string>& args,
                                            bool body_is_object, bool prefer_single_object,
-                                           bool read_only) const;
+                                           bool read_only, media content_type = media::json) const;
 };
 
 /// The catalog statement: one row, one column, one JSON value describing the schemas in $1
