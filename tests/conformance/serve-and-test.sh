@@ -28,6 +28,9 @@ elif (exec 3<>"/dev/tcp/127.0.0.1/$API_PORT") 2>/dev/null; then
   die "port $API_PORT is taken (another conformance run, or a local Supabase): the suites need it"
 fi
 
+# Run through a link of another name: a run takes minutes, and on a shared machine a cleanup by
+# process name (pkill awp-api-gateway) elsewhere would stop this gateway half-way through.
+ln -sf "$BIN/awp-api-gateway" "$WORK/conformance-server"
 # Over the cluster's unix socket: it is reachable from any network namespace.
 dsn="host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=awp_api password=$AWP_PG_API_PASSWORD dbname=$DB"
 env -i PATH=/usr/bin:/bin HOME="$WORK" \
@@ -35,7 +38,7 @@ env -i PATH=/usr/bin:/bin HOME="$WORK" \
   AWP_CONFIG_DIR="$WORK/config" OPENCLAW_STATE_DIR="$WORK/openclaw" \
   API_TEMPLATES_DIR="$REPO/deploy/templates" API_CONNECTORS_DIR="$REPO/deploy/connectors" \
   EMBEDDER_URL=http://127.0.0.1:9 LOG_LEVEL=info \
-  "${settings[@]}" "$BIN/awp-api-gateway" 2>"$OUT/gateway.log" &
+  "${settings[@]}" "$WORK/conformance-server" 2>"$OUT/gateway.log" &
 gateway=$!
 stop() {
   kill -TERM "$gateway" 2>/dev/null || true
