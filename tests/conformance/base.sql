@@ -29,6 +29,10 @@ SELECT format('ALTER DATABASE %I SET search_path TO "$user", public, extensions'
 -- shows them; a plain cluster leaves compute_query_id at auto, which is off without it).
 SELECT format('ALTER DATABASE %I SET compute_query_id TO on', current_database())
 \gexec
+-- The Supabase CLI's Postgres (where the suites' snapshots were taken) runs with
+-- effective_cache_size = 128MB, which EXPLAIN (SETTINGS) lists among the non-default settings.
+SELECT format('ALTER DATABASE %I SET effective_cache_size TO ''128MB''', current_database())
+\gexec
 CREATE EXTENSION IF NOT EXISTS "uuid-ossp" WITH SCHEMA extensions;
 CREATE EXTENSION IF NOT EXISTS pgcrypto WITH SCHEMA extensions;
 
