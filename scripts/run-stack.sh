@@ -91,6 +91,32 @@ for d in "${daemons[@]}"; do
   pids+=($!)
 done
 echo "run-stack: ${#daemons[@]} daemons running (logs: JSON lines on stderr); Ctrl-C stops them" >&2
+
+# Once the gateway answers, say where it is and what to do next (README, "The first five
+# minutes"): the URL and anon key a UI or a script gives the client library, from /api/config.
+announce() {
+  local host=${API_BIND:-127.0.0.1} url config='' anon
+  [[ $host == 0.0.0.0 || $host == :: ]] && host=127.0.0.1
+  [[ $host == *:* ]] && host="[$host]"
+  url="http://$host:${API_PORT:-3000}"
+  for _ in $(seq 1 300); do
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || return 0; done
+    config=$(curl -fsS --max-time 2 "$url/api/config" 2>/dev/null) && break
+    sleep 0.1
+  done
+  [[ -n $config ]] || { echo "run-stack: the gateway did not answer $url/api/config" >&2; return 0; }
+  anon=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["workspace"].get("anonKey") or "")' \
+    <<<"$config" 2>/dev/null || true)
+  cat >&2 <<EOF
+run-stack: awp is up
+run-stack:   URL       $url   (the client library's url: /rest/v1, /auth/v1 and /api)
+run-stack:   anon key  ${anon:-(none yet: GET $url/api/config)}
+run-stack: next, in another terminal: add a user (type its password, then Enter), then sign in with the
+run-stack: client library or curl (README, "The first five minutes"):
+run-stack:   (cd "$REPO" && set -a && . "$STATE/cluster.env" && "$BUILD/bin/awpctl" user add --email you@example.com)
+EOF
+}
+announce
 # If a daemon dies on its own, stop everything: a half stack is not what the user asked for.
 wait -n "${pids[@]}" || true
 echo "run-stack: a daemon exited; stopping the rest" >&2

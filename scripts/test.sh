@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Sets up everything the tests need (Debian packages, pgvector, a build, the project's own
-# Postgres) and runs the suites by label: unit, integration, e2e, and pgbouncer (the daemons' e2e
-# tests again with their DATABASE_URL through PgBouncer in transaction mode, one server
-# connection per pool: scripts/pgbouncer.sh, started here and stopped afterwards). Stops the
-# cluster afterwards when it was not running before. Usage: scripts/test.sh [label ...]
+# Postgres) and runs the suites by label: unit, integration, e2e, data-api (the real
+# @supabase/supabase-js in node against the gateway: tests/data-api/README.md), and pgbouncer
+# (the daemons' e2e tests again with their DATABASE_URL through PgBouncer in transaction mode, one
+# server connection per pool: scripts/pgbouncer.sh, started here and stopped afterwards). Stops
+# the cluster afterwards when it was not running before. Usage: scripts/test.sh [label ...]
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${AWP_BUILD_DIR:-$REPO/build}
 labels=("$@")
-((${#labels[@]})) || labels=(unit integration e2e)
+((${#labels[@]})) || labels=(unit integration e2e data-api)
 
 AWP_DEPS=full "$REPO/scripts/install-deps.sh"
 "$REPO/scripts/build.sh"

@@ -128,6 +128,8 @@ for name in daemons:
         if env.get("DATABASE_PREPARED") != "off": bad(f"{name}: DATABASE_PREPARED is not off through pgbouncer")
     if name in listen_daemons and "@postgres:5432/" not in env.get("WAKE_DATABASE_URL", ""):
         bad(f"{name}: WAKE_DATABASE_URL (LISTEN) is not postgres itself through pgbouncer")
+if "@postgres:5432/" not in str(pooled["awp-api-gateway"]["environment"].get("AWP_API_WAKE_DATABASE_URL", "")):
+    bad("awp-api-gateway: AWP_API_WAKE_DATABASE_URL (the schema cache's LISTEN) is not postgres itself through pgbouncer")
 if "awp-wake" in pooled and "@postgres:5432/" not in str(pooled["awp-wake"]["environment"].get("DATABASE_URL", "")):
     bad("awp-wake: its DATABASE_URL (LISTEN) is not postgres itself in the profile")
 if "@postgres:5432/" not in str(pooled["migrate"]["environment"].get("DATABASE_URL", "")):

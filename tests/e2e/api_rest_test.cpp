@@ -170,6 +170,11 @@ TEST_CASE(
     const auto big = gw.request("POST", "/rest/v1/agents", json_auth(a),
                                 "[" + std::string(100 * 1024, ' ') + "]");
     CHECK(big.status == 413);
+    // A long query string is PostgREST's 414 (below the HTTP server's own 16 KiB of headers).
+    const auto long_query =
+        gw.get("/rest/v1/agents?select=id&name=eq." + std::string(13000, 'x'), auth(a));
+    CHECK(long_query.status == 414);
+    CHECK(code_of(long_query).size() >= 5);
     const auto bad_json = gw.request("POST", "/rest/v1/agents", json_auth(a), "{\"name\":");
     CHECK(bad_json.status == 400);
 }

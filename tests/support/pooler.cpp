@@ -88,7 +88,11 @@ void route_through_pgbouncer(std::map<std::string, std::string>& env,
         if (!env.count("DATABASE_PREPARED")) env["DATABASE_PREPARED"] = "off";
     }
     auto api = env.find("AWP_API_DATABASE_URL");
-    if (api != env.end()) api->second = via_pgbouncer(api->second);
+    if (api != env.end()) {
+        // The gateway's schema-cache LISTEN stays direct, as operations.md deploys it.
+        if (!env.count("AWP_API_WAKE_DATABASE_URL")) env["AWP_API_WAKE_DATABASE_URL"] = api->second;
+        api->second = via_pgbouncer(api->second);
+    }
 }
 
 std::vector<std::string> child_environment(const std::map<std::string, std::string>& env,

@@ -24,7 +24,8 @@ std::string as_given_to_daemons(const std::string& dsn);
 /// With through_pgbouncer(): DATABASE_URL and AWP_API_DATABASE_URL of a daemon's environment go
 /// through the PgBouncer; a gateway's own login (gateway_dsn, its right password) becomes the
 /// shared pool login with GATEWAY_KEY (pool_login_of), as a hosted host runs; WAKE_DATABASE_URL
-/// (when not set) is the direct DATABASE_URL and DATABASE_PREPARED (when not set) is off, as
+/// (when not set) is the direct DATABASE_URL, AWP_API_WAKE_DATABASE_URL the direct
+/// AWP_API_DATABASE_URL, and DATABASE_PREPARED (when not set) is off, as
 /// docs/operations.md deploys them. `awpctl migrate` (a session advisory lock) and awp-wake (its
 /// LISTEN) stay direct. Without it: nothing changes.
 void route_through_pgbouncer(std::map<std::string, std::string>& env,

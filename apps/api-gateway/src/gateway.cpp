@@ -49,6 +49,11 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
     cli.secret(app.add_option("--api-database-url", c.database_url,
                               "DSN of the api role (else DATABASE_URL)")
                    ->envname("AWP_API_DATABASE_URL"));
+    cli.secret(app.add_option("--api-wake-database-url", c.wake_database_url,
+                              "DSN where the schema cache's LISTEN pgrst connects, a direct "
+                              "session (else the api DSN; set it when that is a transaction "
+                              "pooler)")
+                   ->envname("AWP_API_WAKE_DATABASE_URL"));
     app.add_option("--embedder-url", c.embedder_url, "Base URL of awp-embedder")
         ->envname("EMBEDDER_URL")
         ->capture_default_str();

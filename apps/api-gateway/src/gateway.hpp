@@ -34,12 +34,13 @@ using http::request;
 using http::response;
 
 struct gateway_config {
-    std::string bind = "127.0.0.1";                       // API_BIND
-    unsigned short port = 3000;                           // API_PORT
-    int threads = 0;                                      // API_THREADS; 0 = one per core
-    std::string database_url;                             // AWP_API_DATABASE_URL, else DATABASE_URL
-    std::string jwt_secret;                               // JWT_SECRET (secret)
-    std::string service_role_key;                         // SERVICE_ROLE_KEY (secret)
+    std::string bind = "127.0.0.1";  // API_BIND
+    unsigned short port = 3000;      // API_PORT
+    int threads = 0;                 // API_THREADS; 0 = one per core
+    std::string database_url;        // AWP_API_DATABASE_URL, else DATABASE_URL
+    std::string wake_database_url;   // AWP_API_WAKE_DATABASE_URL: LISTEN pgrst, else database_url
+    std::string jwt_secret;          // JWT_SECRET (secret)
+    std::string service_role_key;    // SERVICE_ROLE_KEY (secret)
     std::string embedder_url = "http://127.0.0.1:18801";  // EMBEDDER_URL
     double embed_timeout_s = 10;                          // EMBED_TIMEOUT
     std::string config_dir;                               // AWP_CONFIG_DIR: workspace registry

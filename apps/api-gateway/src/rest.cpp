@@ -130,7 +130,8 @@ net::awaitable<std::shared_ptr<const rest::schema_cache>> gateway::schema_cache(
 
 void gateway::start_schema_listener() {
     core::listener_options o;
-    o.dsn = cfg_.database_url;
+    // LISTEN needs a session: behind a transaction pooler it is the direct DSN.
+    o.dsn = cfg_.wake_database_url.empty() ? cfg_.database_url : cfg_.wake_database_url;
     o.channels = {"pgrst"};
     o.name = "schema-cache";
     o.safety_poll = std::chrono::milliseconds(static_cast<long>(cfg_.rest_schema_poll_s * 1000));

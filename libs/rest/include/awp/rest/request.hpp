@@ -20,7 +20,9 @@ namespace awp::rest {
 /// Bounds on what one request may ask for; a request beyond one is refused with a 4xx that says
 /// which (never parsed further, never sent to Postgres).
 struct limits {
-    std::size_t max_query_bytes = 16 * 1024;    ///< the raw query string (414 past it)
+    /// The raw query string (414 past it). Below the HTTP server's 16 KiB of request line and
+    /// headers (431 past those), so a long query gets PostgREST's body rather than the server's.
+    std::size_t max_query_bytes = 12 * 1024;
     std::size_t max_params = 200;               ///< query parameters
     std::size_t max_conditions = 200;           ///< filters + logic-tree leaves, all levels
     std::size_t max_select_items = 500;         ///< fields and embeds, all levels
