@@ -4,6 +4,7 @@
 // bounds: any cut or lie in a message is a decode_error naming an offset inside it.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string>
@@ -368,6 +369,9 @@ TEST_CASE("commit times and LSNs are written as the client and Postgres write th
     CHECK(rt::format_commit_time(0) == "2000-01-01T00:00:00.000Z");
     CHECK(rt::format_commit_time(849'051'635'758'123) == "2026-11-26T23:40:35.758Z");
     CHECK(rt::format_commit_time(-1) == "1999-12-31T23:59:59.999Z");
+    // A damaged time is clamped, never overflows.
+    CHECK(rt::format_commit_time(INT64_MIN) == "1900-01-01T00:00:00.000Z");
+    CHECK(rt::format_commit_time(INT64_MAX) == "2200-01-01T00:00:00.000Z");
     CHECK(rt::format_lsn(0x16B374D848ULL) == "16/B374D848");
     CHECK(rt::format_lsn(0) == "0/0");
     CHECK(rt::parse_lsn("16/B374D848") == 0x16B374D848ULL);
