@@ -213,6 +213,16 @@ TEST_CASE("event data carries values typed as the platform types them", "[realti
     CHECK(std::string(r["at"].GetString()) == "2026-11-26T23:40:35.758+00:00");
     CHECK(std::string(r["local"].GetString()) == "2026-11-26T23:40:35");
     CHECK(std::string(r["id2"].GetString()) == "aaaaaaaa-0000-0000-0000-000000000000");
+    // Text that is not UTF-8 (a SQL_ASCII database) never breaks the frame: U+FFFD for it.
+    {
+        json::writer w;
+        rt::write_value(w, "text",
+                        "a\xC0\xAF"
+                        "b");
+        CHECK(w.str() ==
+              "\"a\xEF\xBF\xBD\xEF\xBF\xBD"
+              "b\"");
+    }
     // Not an array literal: kept as the text.
     json::writer j;
     rt::write_value(j, "_int4", "{1,2");

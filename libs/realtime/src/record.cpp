@@ -58,6 +58,44 @@ std::string iso_timestamp(std::string_view s, bool with_zone) {
     return out;
 }
 
+/// The text with every byte that is not part of well-formed UTF-8 replaced by U+FFFD: a
+/// database of another encoding (SQL_ASCII) must not put invalid UTF-8 in a text frame, which
+/// a browser answers by failing the connection.
+std::string valid_utf8(std::string_view s) {
+    std::string out;
+    out.reserve(s.size() + 8);
+    std::size_t i = 0;
+    while (i < s.size()) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        std::size_t n = 0;
+        if (c < 0x80) {
+            n = 1;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            n = 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            n = 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 4;
+        }
+        if (n > 0 && i + n <= s.size() && core::json::is_utf8(s.substr(i, n))) {
+            out.append(s.substr(i, n));
+            i += n;
+        } else {
+            out += "\xEF\xBF\xBD";
+            ++i;
+        }
+    }
+    return out;
+}
+
+void write_text(core::json::writer& j, std::string_view text) {
+    if (core::json::is_utf8(text)) {
+        j.str(text);
+    } else {
+        j.str(valid_utf8(text));
+    }
+}
+
 void write_scalar(core::json::writer& j, std::string_view type, std::string_view text) {
     if (type == "bool") {
         if (text == "t") {
@@ -80,10 +118,10 @@ void write_scalar(core::json::writer& j, std::string_view type, std::string_view
             return;
         }
     } else if (type == "timestamptz" || type == "timestamp") {
-        j.str(iso_timestamp(text, type == "timestamptz"));
+        write_text(j, iso_timestamp(text, type == "timestamptz"));
         return;
     }
-    j.str(text);
+    write_text(j, text);
 }
 
 /// A Postgres array literal ({1,2,NULL}, {"a b","c\"d"}, {{1,2},{3,4}}) as a JSON array;
@@ -193,7 +231,7 @@ void write_value(core::json::writer& j, std::string_view type, std::string_view 
     if (type.size() > 1 && type.front() == '_' && type != "_") {
         array_parser p(text, type.substr(1));
         if (p.write(j)) return;
-        j.str(text);
+        write_text(j, text);
         return;
     }
     write_scalar(j, type, text);
