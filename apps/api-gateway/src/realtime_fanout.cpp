@@ -77,9 +77,12 @@ const std::optional<std::string>* value_of(const realtime::change& c, const std:
 /// Outside the coroutine: GCC 12 miscompiles the log's initializer list in a coroutine frame.
 void warn_check_failed(const std::string& table, const std::string& role,
                        const std::string& sqlstate) {
-    core::log::warn("realtime: a visibility check failed; its changes are not delivered to the "
-                    "group",
-                    {{"table", table}, {"role", role}, {"sqlstate", sqlstate}});
+    // No privilege on the table is an answer (the group sees none of it), not a failure.
+    if (sqlstate == "42501") return;
+    core::log::warn(
+        "realtime: a visibility check failed; its changes are not delivered to the "
+        "group",
+        {{"table", table}, {"role", role}, {"sqlstate", sqlstate}});
 }
 
 }  // namespace
@@ -237,10 +240,15 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
         try {
             auto results = co_await run(stmts);
             for (std::size_t k = 0; k < results.size(); ++k) apply(k, results[k]);
-        } catch (const pg::sql_error&) {
+        } catch (const pg::sql_error& e) {
             // One table refused the group (no privilege at all, a policy that fails): the
             // others are checked one by one so that one does not hide the rest.
-            one_by_one = true;
+            if (stmts.size() > 1) {
+                one_by_one = true;
+            } else {
+                warn_check_failed(order[0].first.schema + "." + order[0].first.name,
+                                  groups[gi].role, e.sqlstate());
+            }
         }
         for (std::size_t k = 0; one_by_one && k < stmts.size(); ++k) {
             std::string sqlstate;
