@@ -223,6 +223,12 @@ TEST_CASE("event data carries values typed as the platform types them", "[realti
               "\"a\xEF\xBF\xBD\xEF\xBF\xBD"
               "b\"");
     }
+    // A number a double cannot hold stays text.
+    {
+        json::writer w;
+        rt::write_value(w, "float8", "1e999");
+        CHECK(w.str() == R"("1e999")");
+    }
     // Not an array literal: kept as the text.
     json::writer j;
     rt::write_value(j, "_int4", "{1,2");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <string>
 
 namespace awp::realtime {
 
@@ -39,7 +40,10 @@ bool json_number(std::string_view s) {
     if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
         ++i;
         if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+        const auto start = i;
         if (!digits()) return false;
+        // Past a double's range a JSON parser refuses the number or makes it Infinity: text.
+        if (i - start > 3 || std::stoi(std::string(s.substr(start, i - start))) > 308) return false;
     }
     return i == s.size();
 }
