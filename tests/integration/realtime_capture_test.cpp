@@ -501,6 +501,15 @@ TEST_CASE("a login without REPLICATION: realtime says why it is off, nothing bre
     r.stop();
 }
 
+TEST_CASE("a connection string that does not parse: realtime is off, the string is not repeated",
+          "[realtime][capture]") {
+    reader r(options("host=127.0.0.1 password=s3cret-p4ss 'broken", "awp_rt_x"), "dbname=none");
+    REQUIRE(r.run([&] { return r.status().state == "unavailable"; }));
+    CHECK_THAT(r.status().reason, Catch::Contains("does not parse"));
+    CHECK_THAT(rt::status_json(r.status()), !Catch::Contains("s3cret"));
+    r.stop();
+}
+
 TEST_CASE(
     "Postgres restarted and crashed under the reader: it resumes, loses nothing committed "
     "after, repeats nothing confirmed",

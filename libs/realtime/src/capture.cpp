@@ -272,6 +272,11 @@ net::awaitable<void> capture::run() {
                 report("connecting", e.what());
                 wait = backoff.next();
             }
+        } catch (const core::config_error&) {
+            // REALTIME_DATABASE_URL does not parse: no retry mends it. libpq's words may quote
+            // a piece of the string (a password), so they are not repeated.
+            report("unavailable", "REALTIME_DATABASE_URL does not parse as a connection string");
+            wait = opts_.unavailable_poll;
         } catch (const pgoutput::decode_error& e) {
             log::error("realtime: a replication message did not decode", {{"error", e.what()}});
             report("connecting", std::string("a message did not decode: ") + e.what());
