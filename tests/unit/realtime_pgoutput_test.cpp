@@ -330,7 +330,7 @@ TEST_CASE("changes that do not fit the stream are a stream_error, not a guess", 
     }
 }
 
-TEST_CASE("a large transaction is handed on in bounded parts; only the last carries its LSN",
+TEST_CASE("a large transaction is handed on in bounded parts, only the last carries its LSN",
           "[realtime]") {
     const auto lines = awp::test::pgoutput_stream();
     rt::assembler a(4096);

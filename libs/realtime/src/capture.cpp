@@ -36,25 +36,6 @@ private:
     kind kind_;
 };
 
-// The slot's figures, read on the caller's ordinary connection: one row whether or not the
-// slot exists (the settings matter either way).
-constexpr const char* kSlotSql = R"SQL(
-SELECT current_setting('wal_level') AS wal_level,
-       current_setting('max_slot_wal_keep_size') AS keep,
-       s.slot_name IS NOT NULL AS present,
-       coalesce(s.active, false) AS active,
-       s.active_pid,
-       s.wal_status,
-       s.confirmed_flush_lsn::text AS confirmed,
-       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.confirmed_flush_lsn)::int8
-         AS lag,
-       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn)::int8
-         AS retained,
-       s.safe_wal_size
-  FROM (SELECT 1) AS one
-  LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1
-)SQL";
-
 constexpr const char* kTypeNamesSql =
     "SELECT oid::int8, typname FROM pg_catalog.pg_type WHERE oid = ANY($1::oid[])";
 
@@ -291,6 +272,11 @@ net::awaitable<void> capture::run() {
                 report("connecting", e.what());
                 wait = backoff.next();
             }
+        } catch (const core::config_error&) {
+            // REALTIME_DATABASE_URL does not parse: no retry mends it. libpq's words may quote
+            // a piece of the string (a password), so they are not repeated.
+            report("unavailable", "REALTIME_DATABASE_URL does not parse as a connection string");
+            wait = opts_.unavailable_poll;
         } catch (const pgoutput::decode_error& e) {
             log::error("realtime: a replication message did not decode", {{"error", e.what()}});
             report("connecting", std::string("a message did not decode: ") + e.what());
@@ -618,27 +604,10 @@ net::awaitable<void> capture::stats_loop() {
     }
     while (!stopping_) {
         try {
-            pg::params p;
-            p.emplace_back(opts_.slot);
-            const auto r = co_await query_(kSlotSql, std::move(p));
-            if (r.size() == 1) {
-                slot_figures f;
-                f.wal_level = r.get<std::string>(0, "wal_level");
-                f.max_slot_wal_keep_size = r.get<std::string>(0, "keep");
-                f.exists = r.get<bool>(0, "present");
-                f.active = r.get<bool>(0, "active");
-                f.active_pid = r.get_optional<long long>(0, "active_pid").value_or(0);
-                f.wal_status = r.get_optional<std::string>(0, "wal_status").value_or("");
-                f.confirmed_lsn = r.get_optional<std::string>(0, "confirmed").value_or("");
-                f.lag_bytes = r.get_optional<long long>(0, "lag").value_or(0);
-                f.retained_bytes = r.get_optional<long long>(0, "retained").value_or(0);
-                if (auto safe = r.get_optional<long long>(0, "safe_wal_size")) {
-                    f.safe_wal_size = *safe;
-                }
-                std::lock_guard lock(mu_);
-                status_.figures = std::move(f);
-                status_.figures_at = core::now_iso8601_utc();
-            }
+            auto f = co_await read_slot_figures(query_, opts_.slot);
+            std::lock_guard lock(mu_);
+            status_.figures = std::move(f);
+            status_.figures_at = core::now_iso8601_utc();
         } catch (const std::exception& e) {
             // The figures go stale (figures_at says since when); the capture reports its own
             // connection's trouble.
@@ -651,6 +620,48 @@ net::awaitable<void> capture::stats_loop() {
     }
     std::lock_guard lock(mu_);
     stats_timer_ = nullptr;
+}
+
+// The slot's figures: one row whether or not the slot exists (the settings matter either way).
+const char* const kSlotFiguresSql = R"SQL(
+SELECT current_setting('wal_level') AS wal_level,
+       current_setting('max_slot_wal_keep_size') AS keep,
+       s.slot_name IS NOT NULL AS present,
+       coalesce(s.active, false) AS active,
+       s.active_pid,
+       s.wal_status,
+       s.confirmed_flush_lsn::text AS confirmed,
+       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.confirmed_flush_lsn)::int8
+         AS lag,
+       pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(), s.restart_lsn)::int8
+         AS retained,
+       s.safe_wal_size
+  FROM (SELECT 1) AS one
+  LEFT JOIN pg_catalog.pg_replication_slots s ON s.slot_name = $1
+)SQL";
+
+slot_figures slot_figures_from(const pg::result& r) {
+    if (r.size() != 1) throw core::error("the slot's figures: expected one row");
+    slot_figures f;
+    f.wal_level = r.get<std::string>(0, "wal_level");
+    f.max_slot_wal_keep_size = r.get<std::string>(0, "keep");
+    f.exists = r.get<bool>(0, "present");
+    f.active = r.get<bool>(0, "active");
+    f.active_pid = r.get_optional<long long>(0, "active_pid").value_or(0);
+    f.wal_status = r.get_optional<std::string>(0, "wal_status").value_or("");
+    f.confirmed_lsn = r.get_optional<std::string>(0, "confirmed").value_or("");
+    f.lag_bytes = r.get_optional<long long>(0, "lag").value_or(0);
+    f.retained_bytes = r.get_optional<long long>(0, "retained").value_or(0);
+    if (auto safe = r.get_optional<long long>(0, "safe_wal_size")) f.safe_wal_size = *safe;
+    return f;
+}
+
+net::awaitable<slot_figures> read_slot_figures(query_fn query, std::string slot) {
+    // Not a braced list inside the co_await (GCC 12, see resolve_types).
+    pg::params p;
+    p.emplace_back(std::move(slot));
+    const auto r = co_await query(kSlotFiguresSql, std::move(p));
+    co_return slot_figures_from(r);
 }
 
 std::string status_json(const capture_status& s) {

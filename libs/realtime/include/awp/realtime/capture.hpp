@@ -80,6 +80,15 @@ struct slot_figures {
     std::string wal_level;
 };
 
+/// The statement behind slot_figures: $1 the slot's name; one row (also when the slot is
+/// missing). Readable by any login (pg_replication_slots, pg_current_wal_lsn): awpctl runs it.
+extern const char* const kSlotFiguresSql;
+/// kSlotFiguresSql's row as figures. Throws core::error for any other shape.
+[[nodiscard]] slot_figures slot_figures_from(const core::pg::result& r);
+/// The slot's figures read now through `query` (the gateway's pool): for /api/health while the
+/// capture is off or elsewhere, and for tests. Throws what `query` throws.
+net::awaitable<slot_figures> read_slot_figures(query_fn query, std::string slot);
+
 /// What the capture is doing, for /api/health and the logs.
 struct capture_status {
     /// off (REALTIME=off or no URL), connecting, streaming, standby (another process holds the

@@ -1,0 +1,93 @@
+// The realtime benchmark's clients (bench/realtime/run.sh runs it): N sockets of the unmodified
+// @supabase/supabase-js, each with one channel subscribed to postgres_changes INSERT on tasks,
+// filtered to one agent's tasks (MODE=agent) or not (MODE=tenant: every task of its tenant, as
+// RLS lets it see). Tokens of ten users (five per tenant) are spread over the sockets, so the
+// gateway sees ten claim groups. Latency of an event = its arrival here - the commit_timestamp
+// the server put in it (one clock: same machine). Protocol with run.sh, through files in $DIR:
+// writes `subscribed` when every channel answered SUBSCRIBED, then counts events until
+// `measure` appears (events before it are warm-up), stops counting when `done` appears, and
+// prints one JSON line of figures.
+import { createClient } from '@supabase/supabase-js'
+import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+const need = (k) => {
+  const v = process.env[k]
+  if (v === undefined || v === '') throw new Error(`${k} is not set (bench/realtime/run.sh sets it)`)
+  return v
+}
+const url = need('RT_URL')
+const anon = need('RT_ANON')
+const dir = need('RT_DIR')
+const n = Number(need('RT_N'))
+const mode = process.env.RT_MODE || 'agent'
+const users = JSON.parse(readFileSync(need('RT_USERS'), 'utf8')) // [{token, tenant, agents: [...]}]
+const batch = Number(process.env.RT_BATCH || 50)
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+const clients = []
+let measuring = false
+let stopped = false
+let lat = []
+let received = 0
+let firstAt = 0
+let lastAt = 0
+
+function subscribe(i) {
+  const u = users[i % users.length]
+  const agent = u.agents[Math.floor(i / users.length) % u.agents.length]
+  const c = createClient(url, anon, {
+    auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
+    realtime: { params: { eventsPerSecond: -1 } },
+  })
+  c.realtime.setAuth(u.token)
+  clients.push(c)
+  const binding = { event: 'INSERT', schema: 'public', table: 'tasks' }
+  if (mode === 'agent') binding.filter = `assignee_agent_id=eq.${agent}`
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`socket ${i}: not subscribed in 30 s`)), 30000)
+    c.channel(`bench-${i}`)
+      .on('postgres_changes', binding, (p) => {
+        if (!measuring || stopped) return
+        const now = Date.now()
+        received++
+        if (!firstAt) firstAt = now
+        lastAt = now
+        lat.push(now - Date.parse(p.commit_timestamp))
+      })
+      .subscribe((status, err) => {
+        if (status === 'SUBSCRIBED') {
+          clearTimeout(timer)
+          resolve()
+        } else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT' || status === 'CLOSED') {
+          clearTimeout(timer)
+          reject(new Error(`socket ${i}: ${status} ${err ? err.message : ''}`))
+        }
+      })
+  })
+}
+
+const t0 = Date.now()
+for (let i = 0; i < n; i += batch) {
+  const part = []
+  for (let j = i; j < Math.min(n, i + batch); j++) part.push(subscribe(j))
+  await Promise.all(part)
+}
+const subscribeMs = Date.now() - t0
+writeFileSync(join(dir, 'subscribed'), `${subscribeMs}\n`)
+while (!existsSync(join(dir, 'measure'))) await sleep(20)
+measuring = true
+const mt0 = Date.now()
+while (!existsSync(join(dir, 'done'))) await sleep(20)
+await sleep(1000) // what was committed before `done` and is still on its way
+stopped = true
+const window = (Date.now() - 1000 - mt0) / 1000
+lat.sort((a, b) => a - b)
+const q = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor((lat.length * p) / 100))] : null)
+console.log(JSON.stringify({
+  sockets: n, mode, subscribe_ms: subscribeMs, events: received, window_s: Number(window.toFixed(1)),
+  events_per_s: Math.round(received / window), p50_ms: q(50), p90_ms: q(90), p99_ms: q(99),
+  max_ms: lat.length ? lat[lat.length - 1] : null,
+}))
+for (const c of clients) c.realtime.disconnect()
+process.exit(0)
