@@ -466,3 +466,15 @@ TEST_CASE("a realtime socket whose token expires is told why and disconnected", 
         [](const auto& m) { return m.event == "system" && m.payload["status"] == "error"; }));
     CHECK(d.wait([](const auto& m) { return m.event == "phx_close"; }));
 }
+
+TEST_CASE("REALTIME=off serves no realtime route and says so in /api/health", "[api][realtime]") {
+    awp::test::scoped_database db;
+    api_gateway_process gw(db.api_dsn(), {{"REALTIME", "off"}});
+    ws_client c(gw.port, "/realtime/v1/websocket?apikey=" + jwt("anon") + "&vsn=2.0.0");
+    CHECK(c.answer().status == 404);
+    auto h = awp::core::json::parse(gw.get("/api/health").body);
+    CHECK(h["realtime"]["enabled"].IsFalse());
+    CHECK(h["realtime"]["capture"]["state"] == "off");
+    // The rest of the gateway is untouched.
+    CHECK(gw.get("/rest/v1/agents?select=id", {}).status < 500);
+}

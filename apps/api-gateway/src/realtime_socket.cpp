@@ -317,6 +317,8 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
                 reply(m, "error", reason_json(e.message()));
             } catch (const pg::connection_error&) {
                 reply(m, "error", reason_json("the database is unreachable; try again"));
+            } catch (const pg::sql_error&) {
+                reply(m, "error", reason_json("the schema cache could not be read; try again"));
             }
             continue;
         }
