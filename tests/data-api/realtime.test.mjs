@@ -44,6 +44,9 @@ async function until(pred, what, ms = 5000) {
 
 const quiet = (ms) => new Promise((r) => setTimeout(r, ms))
 let clients = []
+// The commands these tests make, removed after them: the suite's files share the seeded
+// database and others count what each tenant has.
+const made = []
 
 before(async () => {
   await streaming()
@@ -51,6 +54,7 @@ before(async () => {
 
 after(async () => {
   for (const c of clients) await c.removeAllChannels()
+  if (made.length) psql(`DELETE FROM public.agent_commands WHERE id IN (${made.map((id) => `'${id}'`).join(',')})`)
 })
 
 async function client(who) {
@@ -83,6 +87,7 @@ test('a command is seen going pending -> running -> done through a filtered subs
     .single()
   assert.equal(error, null, JSON.stringify(error))
   const id = data.id
+  made.push(id)
   await until(() => mine.events.length >= 1, 'the INSERT')
   const ins = mine.events[0]
   assert.equal(ins.eventType, 'INSERT')
@@ -151,9 +156,11 @@ test('two tenants on one table: each sees only its own rows', async () => {
   const zed = await client('zed')
   const a = await subscribe(ada, 'both-a', [{ event: 'INSERT', schema: 'public', table: 'agent_commands' }])
   const b = await subscribe(zed, 'both-b', [{ event: 'INSERT', schema: 'public', table: 'agent_commands' }])
-  psql(`INSERT INTO public.agent_commands (tenant_id, agent_id, gateway_id, action) VALUES
+  made.push(
+    ...psql(`INSERT INTO public.agent_commands (tenant_id, agent_id, gateway_id, action) VALUES
           ('${ids.tenantA}', '${ids.ada}', '${ids.gatewayA}', 'restart_session'),
-          ('${ids.tenantB}', '${ids.zed}', '${ids.gatewayB}', 'restart_session')`)
+          ('${ids.tenantB}', '${ids.zed}', '${ids.gatewayB}', 'restart_session') RETURNING id`).split('\n'),
+  )
   await until(() => a.events.length >= 1 && b.events.length >= 1, 'both inserts')
   await quiet(300)
   assert.deepEqual(a.events.map((e) => e.new.tenant_id), [ids.tenantA])
@@ -169,8 +176,10 @@ test('a refreshed access token keeps the subscription', async () => {
   assert.equal(error, null)
   await ada.realtime.setAuth(data.session.access_token)
   await quiet(200)
-  psql(`INSERT INTO public.agent_commands (tenant_id, agent_id, gateway_id, action)
-        VALUES ('${ids.tenantA}', '${ids.cy}', '${ids.gatewayA}', 'restart_session')`)
+  made.push(
+    psql(`INSERT INTO public.agent_commands (tenant_id, agent_id, gateway_id, action)
+        VALUES ('${ids.tenantA}', '${ids.cy}', '${ids.gatewayA}', 'restart_session') RETURNING id`),
+  )
   await until(() => sub.events.length >= 1, 'the INSERT after the refresh')
   assert.equal(sub.events[0].new.agent_id, ids.cy)
 })

@@ -8,6 +8,10 @@
 #include <map>
 #include <utility>
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include "awp/core/log.hpp"
 #include "awp/realtime/record.hpp"
 #include "awp/rest/query.hpp"
@@ -227,14 +231,30 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
                 }
             }
         };
+        // The database away for a moment (a restart, a failover): tried again three times over
+        // about a second and a half before the transaction's delivery fails (the capture logs
+        // and counts it). Each try is a new transaction: nothing of a failed one remains.
         auto run = [&](std::vector<pg::connection::pipelined> batch)
             -> net::awaitable<std::vector<pg::result>> {
-            pg::params sp;
-            for (const auto& v : setup.params) sp.emplace_back(v);
-            pg::connection::pipelined setup_stmt{setup.sql, std::move(sp)};
-            auto t = co_await g_.db().begin_own(std::move(setup_stmt));
-            checks += batch.size();
-            co_return co_await t.run(std::move(batch), false);
+            for (int attempt = 0;; ++attempt) {
+                pg::params sp;
+                for (const auto& v : setup.params) sp.emplace_back(v);
+                pg::connection::pipelined setup_stmt{setup.sql, std::move(sp)};
+                bool lost = false;
+                try {
+                    auto t = co_await g_.db().begin_own(std::move(setup_stmt));
+                    checks += batch.size();
+                    co_return co_await t.run(batch, false);
+                } catch (const pg::connection_error&) {
+                    if (attempt >= 3) throw;
+                    lost = true;
+                }
+                if (lost) {
+                    net::steady_timer wait(co_await net::this_coro::executor);
+                    wait.expires_after(std::chrono::milliseconds(100 << (2 * attempt)));
+                    co_await wait.async_wait(net::use_awaitable);
+                }
+            }
         };
         bool one_by_one = false;
         try {
