@@ -31,6 +31,11 @@ mkdir -p "$OUT"
 bench_prepare "$BUILD" awp-api-gateway
 BIN=$BENCH_BIN_run
 node=$("$REPO/tests/data-api/install.sh")
+# ES modules resolve packages beside the importing file: the client script runs from $OUT/client,
+# where node_modules is the data-API suite's install.
+mkdir -p "$OUT/client"
+ln -sfn "$REPO/tests/data-api/node_modules" "$OUT/client/node_modules"
+cp "$REPO/bench/realtime/subscribers.mjs" "$OUT/client/"
 [[ -n ${AWP_REALTIME_DATABASE_URL:-} ]] || { echo "no AWP_REALTIME_DATABASE_URL in .awp/cluster.env: scripts/pg-cluster.sh up makes it" >&2; exit 1; }
 wal=$(psql -X -qAt "$AWP_PG_ADMIN_DSN" -c "SHOW wal_level")
 [[ $wal == logical ]] || { echo "wal_level is $wal: restart the cluster with scripts/pg-cluster.sh (it sets logical)" >&2; exit 1; }
@@ -126,8 +131,7 @@ for n in "${SIZES[@]}"; do
   rm -rf "$dir"; mkdir -p "$dir"
   before=$(rss_kb "$gw_pid")
   RT_URL=http://127.0.0.1:$API_PORT RT_ANON=$ANON RT_DIR=$dir RT_N=$n RT_MODE=$MODE \
-    RT_USERS=$OUT/users.json NODE_PATH=$REPO/tests/data-api/node_modules \
-    "$node" "$REPO/bench/realtime/subscribers.mjs" >"$dir/figures.json" 2>"$dir/node.log" &
+    RT_USERS=$OUT/users.json "$node" "$OUT/client/subscribers.mjs" >"$dir/figures.json" 2>"$dir/node.log" &
   node_pid=$!
   for _ in $(seq 1 1200); do [[ -f $dir/subscribed ]] && break; kill -0 "$node_pid" 2>/dev/null || break; sleep 0.1; done
   [[ -f $dir/subscribed ]] || { echo "$n subscribers: not subscribed (see $dir/node.log)" >&2; cat "$dir/node.log" >&2; exit 1; }
