@@ -31,11 +31,11 @@ mkdir -p "$OUT"
 bench_prepare "$BUILD" awp-api-gateway
 BIN=$BENCH_BIN_run
 node=$("$REPO/tests/data-api/install.sh")
-# An ES module finds its packages beside it (NODE_PATH is for require()): the subscribers run from
-# a folder whose node_modules is the data-API suite's pinned client.
+# ES modules resolve packages beside the importing file: the client script runs from $OUT/client,
+# where node_modules is the data-API suite's install.
 mkdir -p "$OUT/client"
 ln -sfn "$REPO/tests/data-api/node_modules" "$OUT/client/node_modules"
-cp "$REPO/bench/realtime/subscribers.mjs" "$OUT/client/subscribers.mjs"
+cp "$REPO/bench/realtime/subscribers.mjs" "$OUT/client/"
 [[ -n ${AWP_REALTIME_DATABASE_URL:-} ]] || { echo "no AWP_REALTIME_DATABASE_URL in .awp/cluster.env: scripts/pg-cluster.sh up makes it" >&2; exit 1; }
 wal=$(psql -X -qAt "$AWP_PG_ADMIN_DSN" -c "SHOW wal_level")
 [[ $wal == logical ]] || { echo "wal_level is $wal: restart the cluster with scripts/pg-cluster.sh (it sets logical)" >&2; exit 1; }
