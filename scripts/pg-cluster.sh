@@ -2,8 +2,10 @@
 # The project's own throwaway PostgreSQL 15 cluster: create, start, stop, destroy, status, env.
 # Data lives under .awp/pg (git-ignored); it listens on a unix socket and on 127.0.0.1:$AWP_PG_PORT.
 # As root the server runs as the `postgres` OS user. `up` also creates the database, the NOLOGIN
-# API roles, the two login roles of the daemons and the api-gateway, applies the migrations and
-# writes the connection settings to .awp/cluster.env (mode 0600).
+# API roles, the login roles of the daemons, the api-gateway and its realtime reader (awp_realtime,
+# REPLICATION), applies the migrations and writes the connection settings to .awp/cluster.env
+# (mode 0600). The cluster runs with wal_level=logical and a cap on the WAL a replication slot may
+# hold (AWP_PG_SLOT_WAL_KEEP, default 1GB): docs/realtime-capture.md.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,6 +14,8 @@ PORT=${AWP_PG_PORT:-54329}
 STATE=${AWP_STATE_DIR:-$REPO/.awp}
 DBNAME=${AWP_PG_DATABASE:-awp}
 ENV_FILE=$STATE/cluster.env
+# The most WAL the realtime slot may hold back before Postgres invalidates it (max_slot_wal_keep_size).
+SLOT_WAL_KEEP=${AWP_PG_SLOT_WAL_KEEP:-1GB}
 AWPCTL=${AWPCTL:-$REPO/build/bin/awpctl}
 
 log() { echo "pg-cluster: $*" >&2; }
@@ -74,9 +78,34 @@ log_line_prefix = '%m [%p] %q%u@%d '
 CONF
 }
 
+# The realtime settings live in their own file, rewritten at every start (AWP_PG_SLOT_WAL_KEEP
+# takes effect on the next start); postgresql.conf includes it. A cluster made before they existed
+# gets the include line now: wal_level changes only when the server starts.
+realtime_conf() {
+  grep -q "awp-realtime.conf" "$DATA/postgresql.conf" \
+    || echo "include_if_exists = 'awp-realtime.conf'" >>"$DATA/postgresql.conf"
+  cat >"$DATA/awp-realtime.conf" <<CONF
+# Written by scripts/pg-cluster.sh at every start: realtime's change capture (a logical slot read
+# by awp-api-gateway). Edit AWP_PG_SLOT_WAL_KEEP instead of this file.
+wal_level = logical
+max_wal_senders = 32
+max_replication_slots = 32
+max_slot_wal_keep_size = '$SLOT_WAL_KEEP'
+CONF
+  [[ $(id -u) -eq 0 ]] && chown postgres: "$DATA/awp-realtime.conf"
+  return 0
+}
+
 start() {
   create
-  if is_running; then return 0; fi
+  realtime_conf
+  if is_running; then
+    if [[ $(psql_admin postgres -tAc "SHOW wal_level") != logical ]]; then
+      log "wal_level is not logical yet: realtime stays off until the cluster restarts ($0 stop; $0 up)"
+    fi
+    psql_admin postgres -tAc "SELECT pg_reload_conf()" >/dev/null  # max_slot_wal_keep_size
+    return 0
+  fi
   mkdir -p "$RUN"
   [[ $(id -u) -eq 0 ]] && chown postgres: "$RUN" && touch "$LOGFILE" && chown postgres: "$LOGFILE"
   as_server "$PG_BIN/pg_ctl" -D "$DATA" -l "$LOGFILE" -w -t 60 start >/dev/null \
@@ -107,21 +136,27 @@ password_for() {  # stable per cluster: kept in the env file
 }
 
 provision() {
-  local daemon_pw api_pw
+  local daemon_pw api_pw realtime_pw
   daemon_pw=$(password_for AWP_PG_DAEMON_PASSWORD)
   api_pw=$(password_for AWP_PG_API_PASSWORD)
+  realtime_pw=$(password_for AWP_PG_REALTIME_PASSWORD)
   psql_admin postgres -tAc "SELECT 1 FROM pg_database WHERE datname = '$DBNAME'" | grep -q 1 \
     || psql_admin postgres -c "CREATE DATABASE \"$DBNAME\""
   # The API roles exist on Supabase already; here the first migration would create them too,
   # but the login roles below need them first.
-  psql_admin postgres -v daemon_pw="$daemon_pw" -v api_pw="$api_pw" <<'SQL'
+  psql_admin postgres -v daemon_pw="$daemon_pw" -v api_pw="$api_pw" -v realtime_pw="$realtime_pw" <<'SQL'
 SELECT format('CREATE ROLE %I NOLOGIN %s', r, CASE WHEN r = 'service_role' THEN 'BYPASSRLS' ELSE '' END)
   FROM unnest(ARRAY['anon', 'authenticated', 'service_role']) AS r
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) \gexec
 SELECT 'CREATE ROLE awp_daemon LOGIN' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'awp_daemon') \gexec
 SELECT 'CREATE ROLE awp_api LOGIN NOINHERIT' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'awp_api') \gexec
+SELECT 'CREATE ROLE awp_realtime LOGIN REPLICATION' WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'awp_realtime') \gexec
 ALTER ROLE awp_daemon PASSWORD :'daemon_pw';
 ALTER ROLE awp_api PASSWORD :'api_pw';
+-- The realtime reader's login: it streams the database's changes (a logical replication slot)
+-- and nothing else: no membership, no grant (docs/realtime-capture.md).
+ALTER ROLE awp_realtime LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS
+  PASSWORD :'realtime_pw';
 -- Daemons act as the service role; the api-gateway switches per request, as PostgREST does.
 GRANT service_role TO awp_daemon;
 GRANT anon, authenticated, service_role TO awp_api;
@@ -135,8 +170,10 @@ AWP_PG_SOCKET_DIR='$RUN'
 AWP_PG_ADMIN_DSN='host=$RUN port=$PORT user=postgres dbname=$DBNAME'
 AWP_PG_DAEMON_PASSWORD='$daemon_pw'
 AWP_PG_API_PASSWORD='$api_pw'
+AWP_PG_REALTIME_PASSWORD='$realtime_pw'
 DATABASE_URL='postgresql://awp_daemon:$daemon_pw@127.0.0.1:$PORT/$DBNAME'
 AWP_API_DATABASE_URL='postgresql://awp_api:$api_pw@127.0.0.1:$PORT/$DBNAME'
+AWP_REALTIME_DATABASE_URL='postgresql://awp_realtime:$realtime_pw@127.0.0.1:$PORT/$DBNAME'
 ENV
 }
 
@@ -178,9 +215,10 @@ usage: $0 up|start|stop|destroy|status|env|psql
   destroy  stop and delete every file of the cluster
   status   exit 0 when running, 3 when stopped
   env      print the connection settings (DATABASE_URL, AWP_API_DATABASE_URL,
-           AWP_GATEWAY_DATABASE_URL, AWP_PG_ADMIN_DSN)
+           AWP_REALTIME_DATABASE_URL, AWP_GATEWAY_DATABASE_URL, AWP_PG_ADMIN_DSN)
   psql     open psql as the superuser on the project's database
-environment: AWP_PG_PORT (default 54329), AWP_STATE_DIR (default .awp), AWP_PG_DATABASE (awp)
+environment: AWP_PG_PORT (default 54329), AWP_STATE_DIR (default .awp), AWP_PG_DATABASE (awp),
+  AWP_PG_SLOT_WAL_KEEP (default 1GB: the most WAL the realtime slot may hold back)
 USAGE
      exit 2 ;;
 esac

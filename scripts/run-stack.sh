@@ -54,10 +54,12 @@ AGENT_RUNTIME=${AGENT_RUNTIME:-$runtime_wrapper}
 set +a
 # The daemons connect as their own roles: the runner, the dispatcher and the embedder as the
 # default gateway's own login (AWP_GATEWAY_DATABASE_URL: that gateway's rows only), the scheduler
-# as awp_daemon (DATABASE_URL: it sweeps every gateway), the api-gateway as awp_api. The superuser
+# as awp_daemon (DATABASE_URL: it sweeps every gateway), the api-gateway as awp_api and its
+# realtime reader as awp_realtime (REALTIME_DATABASE_URL: REPLICATION, nothing else). The superuser
 # DSN and the role passwords are for the cluster script and migrations only, so they are not in
 # any daemon's environment (docs/security.md, "Gateway credentials").
-unset AWP_PG_ADMIN_DSN AWP_PG_DAEMON_PASSWORD AWP_PG_API_PASSWORD AWP_PG_GATEWAY_PASSWORD
+unset AWP_PG_ADMIN_DSN AWP_PG_DAEMON_PASSWORD AWP_PG_API_PASSWORD AWP_PG_GATEWAY_PASSWORD \
+  AWP_PG_REALTIME_PASSWORD
 mkdir -p "$AWP_CONFIG_DIR" "${OPENCLAW_STATE_DIR:-$STATE/openclaw}" "$SECRETS_DIR" "$AWP_STATE_DIR"
 
 step 5 "starting the five daemons"
@@ -84,9 +86,14 @@ for d in "${daemons[@]}"; do
     # A gateway host's daemons: their gateway's login, and no platform secret they do not use.
     awp-command-runner | awp-inbox-dispatcher | awp-embedder)
       setsid env -u JWT_SECRET -u AWP_API_DATABASE_URL -u AWP_GATEWAY_DATABASE_URL \
-        DATABASE_URL="$AWP_GATEWAY_DATABASE_URL" "$BUILD/bin/$d" &
+        -u AWP_REALTIME_DATABASE_URL DATABASE_URL="$AWP_GATEWAY_DATABASE_URL" "$BUILD/bin/$d" &
       ;;
-    *) setsid env -u AWP_GATEWAY_DATABASE_URL "$BUILD/bin/$d" & ;;
+    # The change stream's login: the gateway's realtime reader only (docs/realtime-capture.md).
+    awp-api-gateway)
+      setsid env -u AWP_GATEWAY_DATABASE_URL -u AWP_REALTIME_DATABASE_URL \
+        REALTIME_DATABASE_URL="${AWP_REALTIME_DATABASE_URL:-}" "$BUILD/bin/$d" &
+      ;;
+    *) setsid env -u AWP_GATEWAY_DATABASE_URL -u AWP_REALTIME_DATABASE_URL "$BUILD/bin/$d" & ;;
   esac
   pids+=($!)
 done

@@ -178,3 +178,26 @@ SELECT format(E'%s %s(%s)\n  returns %s, %s%s%s%s%s%s, owner %s\n  execute %s',
  WHERE p.pronamespace IN (SELECT oid FROM snap_ns)
    AND NOT EXISTS (SELECT 1 FROM snap_ext x WHERE x.classid = 'pg_proc'::regclass AND x.objid = p.oid)
  ORDER BY p.oid::regprocedure::text;
+
+SELECT '';
+SELECT '-- publications (realtime: sql/0031) and the replica identity of tables that change it';
+SELECT format('publication %s: %s, publish %s%s, owner %s', p.pubname,
+              CASE WHEN p.puballtables THEN 'FOR ALL TABLES'
+                   ELSE 'FOR ' || coalesce((SELECT string_agg(r.prrelid::regclass::text, ', '
+                                                              ORDER BY r.prrelid::regclass::text)
+                                              FROM pg_publication_rel r
+                                             WHERE r.prpubid = p.oid), 'no table') END,
+              concat_ws(', ', CASE WHEN p.pubinsert THEN 'insert' END,
+                        CASE WHEN p.pubupdate THEN 'update' END,
+                        CASE WHEN p.pubdelete THEN 'delete' END,
+                        CASE WHEN p.pubtruncate THEN 'truncate' END),
+              CASE WHEN p.pubviaroot THEN ', via root' ELSE '' END, p.pubowner::regrole)
+  FROM pg_publication p
+ ORDER BY p.pubname;
+SELECT format('replica identity %s: %s', c.oid::regclass,
+              CASE c.relreplident WHEN 'n' THEN 'nothing' WHEN 'f' THEN 'full'
+                   WHEN 'i' THEN 'index' END)
+  FROM pg_class c
+ WHERE c.relnamespace IN (SELECT oid FROM snap_ns) AND c.relkind IN ('r', 'p')
+   AND c.relreplident <> 'd'
+ ORDER BY c.oid::regclass::text;

@@ -1396,3 +1396,6 @@ function public.spawn_routine_schedule_items()
 function public.start_command(p_command_id uuid, p_lease_token uuid DEFAULT NULL::uuid, p_lease_seconds integer DEFAULT NULL::integer)
   returns public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+
+-- publications (realtime: sql/0031) and the replica identity of tables that change it
+publication awp_realtime: FOR ALL TABLES, publish insert, update, delete, truncate, owner postgres

@@ -1,9 +1,10 @@
 // awpctl status: per gateway, the daemons alive (last heartbeat), queue depths by status, the
-// oldest pending age, dead letters and failed commands in the last hour; --json for scripts,
-// --watch to refresh.
+// oldest pending age, dead letters and failed commands in the last hour; realtime's replication
+// slot (lag, confirmed LSN, WAL status against the cap); --json for scripts, --watch to refresh.
 #include <chrono>
 #include <iomanip>
 #include <iostream>
+#include <string>
 #include <thread>
 
 #include <rapidjson/document.h>
@@ -44,13 +45,27 @@ SELECT json_build_object(
         WHERE i.gateway_id = gw.id AND i.status = 'pending') AS oldest_pending_inbox_s
     FROM gateways gw) g), '[]'),
   'knowledge', (SELECT COALESCE(json_object_agg(embedding_status, n), '{}')
-                  FROM (SELECT embedding_status, count(*) AS n FROM knowledge_items GROUP BY 1) k)
+                  FROM (SELECT embedding_status, count(*) AS n FROM knowledge_items GROUP BY 1) k),
+  -- realtime's slot (docs/realtime-capture.md): how far the gateway's reader is behind and how
+  -- close the slot is to the cap (max_slot_wal_keep_size) that would invalidate it.
+  'realtime', json_build_object(
+    'wal_level', current_setting('wal_level'),
+    'max_slot_wal_keep_size', current_setting('max_slot_wal_keep_size'),
+    'slot', $2::text,
+    'slot_status', (SELECT json_build_object(
+        'active', s.active, 'active_pid', s.active_pid, 'wal_status', s.wal_status,
+        'confirmed_lsn', s.confirmed_flush_lsn::text,
+        'lag_bytes', pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(),
+                                                s.confirmed_flush_lsn)::bigint,
+        'safe_wal_size', s.safe_wal_size)
+      FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = $2::text))
 )::text
 )SQL";
 
 struct status_options {
     double watch_s = 0;
     int alive_s = 90;
+    std::string slot = "awp_realtime";
 };
 
 std::int64_t count_of(const rapidjson::Value& obj, const char* key) {
@@ -64,6 +79,41 @@ std::string age(const rapidjson::Value& v) {
     if (s < 120) return std::to_string(s) + "s";
     if (s < 7200) return std::to_string(s / 60) + "m";
     return std::to_string(s / 3600) + "h";
+}
+
+std::string bytes(std::int64_t n) {
+    if (n < 10 * 1024) return std::to_string(n) + " B";
+    if (n < 10 * 1024 * 1024) return std::to_string(n / 1024) + " KiB";
+    if (n < 10LL * 1024 * 1024 * 1024) return std::to_string(n / (1024 * 1024)) + " MiB";
+    return std::to_string(n / (1024LL * 1024 * 1024)) + " GiB";
+}
+
+// One line: whether realtime can run, and its slot's lag against the cap.
+void print_realtime(const rapidjson::Value& r) {
+    if (!r.IsObject()) return;
+    const std::string wal_level = r["wal_level"].GetString();
+    const std::string slot = r["slot"].GetString();
+    std::cout << "\nrealtime: ";
+    if (wal_level != "logical") {
+        std::cout << "off: wal_level is " << wal_level
+                  << " (needs logical and a server restart; docs/realtime-capture.md)\n";
+        return;
+    }
+    const auto& s = r["slot_status"];
+    if (!s.IsObject()) {
+        std::cout << "slot " << slot << " not made yet (the api-gateway makes it when it starts)\n";
+        return;
+    }
+    std::cout << "slot " << slot << " " << (s["active"].GetBool() ? "active" : "INACTIVE") << ", "
+              << bytes(count_of(s, "lag_bytes")) << " behind (confirmed "
+              << (s["confirmed_lsn"].IsString() ? s["confirmed_lsn"].GetString() : "-")
+              << "), wal_status "
+              << (s["wal_status"].IsString() ? s["wal_status"].GetString() : "-") << ", cap "
+              << r["max_slot_wal_keep_size"].GetString();
+    if (s["safe_wal_size"].IsInt64()) {
+        std::cout << " (" << bytes(s["safe_wal_size"].GetInt64()) << " left)";
+    }
+    std::cout << "\n";
 }
 
 void print_human(const std::string& json) {
@@ -98,6 +148,7 @@ void print_human(const std::string& json) {
     const auto& k = d["knowledge"];
     std::cout << "\nknowledge: pending " << count_of(k, "pending") << ", indexed "
               << count_of(k, "indexed") << ", failed " << count_of(k, "failed") << "\n";
+    if (d.HasMember("realtime")) print_realtime(d["realtime"]);
 }
 
 command add_status(CLI::App& root, context& ctx) {
@@ -112,27 +163,31 @@ command add_status(CLI::App& root, context& ctx) {
                     "A daemon is alive when its heartbeat is younger than this (seconds)")
         ->check(CLI::Range(1, 86400))
         ->capture_default_str();
-    return {app, [&ctx] {
-                auto conn = core::pg::connection::connect(ctx.database_url);
-                if (core::migrate::current_version(conn).empty()) {
-                    std::cerr << "awpctl status: the database has no awp schema (run awpctl "
-                                 "migrate)\n";
-                    return 1;
+    app->add_option("--realtime-slot", o.slot, "Realtime's replication slot (REALTIME_SLOT)")
+        ->envname("REALTIME_SLOT")
+        ->capture_default_str();
+    return {
+        app, [&ctx] {
+            auto conn = core::pg::connection::connect(ctx.database_url);
+            if (core::migrate::current_version(conn).empty()) {
+                std::cerr << "awpctl status: the database has no awp schema (run awpctl "
+                             "migrate)\n";
+                return 1;
+            }
+            for (;;) {
+                const auto json = conn.exec(kStatusSql, {o.alive_s, o.slot}).get<std::string>(0, 0);
+                if (o.watch_s > 0 && !ctx.json) std::cout << "\x1b[H\x1b[2J";
+                if (ctx.json) {
+                    std::cout << json << "\n";
+                } else {
+                    print_human(json);
                 }
-                for (;;) {
-                    const auto json = conn.exec(kStatusSql, {o.alive_s}).get<std::string>(0, 0);
-                    if (o.watch_s > 0 && !ctx.json) std::cout << "\x1b[H\x1b[2J";
-                    if (ctx.json) {
-                        std::cout << json << "\n";
-                    } else {
-                        print_human(json);
-                    }
-                    std::cout.flush();
-                    if (o.watch_s <= 0) return 0;
-                    std::this_thread::sleep_for(
-                        std::chrono::milliseconds(static_cast<long>(o.watch_s * 1000)));
-                }
-            }};
+                std::cout.flush();
+                if (o.watch_s <= 0) return 0;
+                std::this_thread::sleep_for(
+                    std::chrono::milliseconds(static_cast<long>(o.watch_s * 1000)));
+            }
+        }};
 }
 
 }  // namespace

@@ -33,14 +33,20 @@ let received = 0
 let firstAt = 0
 let lastAt = 0
 
-function subscribe(i) {
+async function subscribe(i) {
   const u = users[i % users.length]
   const agent = u.agents[Math.floor(i / users.length) % u.agents.length]
+  // The user's token as the client's access token (a callback, as a UI's session is). A token
+  // only set with realtime.setAuth(token) is replaced by the callback's (the anon key) after the
+  // join, and the channel then acts as anon.
   const c = createClient(url, anon, {
-    auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false },
+    accessToken: async () => u.token,
     realtime: { params: { eventsPerSecond: -1 } },
   })
-  c.realtime.setAuth(u.token)
+  // Fetched before the join: a join sent while the callback is still pending carries no token
+  // (realtime-js updates the join payload only of channels not yet sent), and the channel then
+  // acts as the apikey (anon) until the next refresh.
+  await c.realtime.setAuth()
   clients.push(c)
   const binding = { event: 'INSERT', schema: 'public', table: 'tasks' }
   if (mode === 'agent') binding.filter = `assignee_agent_id=eq.${agent}`

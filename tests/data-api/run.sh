@@ -39,9 +39,14 @@ db=awp_t_data_api_$(openssl rand -hex 5)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/awp-data-api.XXXXXX")
 pids=()
 status=1
+# Realtime's replication slot, the suite's own (slot names are the cluster's): dropped before its
+# database, which a slot would keep from being dropped.
+slot=awp_t_rt_$(openssl rand -hex 5)
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  q "$admin" -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$slot'" \
+    >/dev/null 2>&1 || true
   if ((status != 0)); then
     for f in "$scratch"/*.log; do
       [[ -f $f ]] || continue
@@ -82,6 +87,8 @@ AWP_DATA_API_JWT_SECRET=$(openssl rand -hex 32)
 env -i PATH=/usr/bin:/bin HOME="$scratch" \
   JWT_SECRET="$AWP_DATA_API_JWT_SECRET" SERVICE_ROLE_KEY="$(openssl rand -hex 32)" \
   AWP_API_DATABASE_URL="postgresql://awp_api:$AWP_PG_API_PASSWORD@$host/$db" \
+  REALTIME_DATABASE_URL="postgresql://awp_realtime:$AWP_PG_REALTIME_PASSWORD@$host/$db" \
+  REALTIME_SLOT="$slot" \
   API_BIND=127.0.0.1 API_PORT="$api_port" API_THREADS=2 API_DB_POOL=4 \
   EMBEDDER_URL="http://127.0.0.1:$embedder_port" \
   AWP_CONFIG_DIR="$scratch/config" OPENCLAW_STATE_DIR="$scratch/openclaw" \

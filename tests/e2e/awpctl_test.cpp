@@ -68,6 +68,43 @@ TEST_CASE("awpctl status reports queue depths per gateway from the rows", "[awpc
     CHECK(human.find("pending 2") != std::string::npos);
 }
 
+TEST_CASE("awpctl status shows realtime's slot and its lag; realtime drop-slot removes it",
+          "[awpctl][realtime]") {
+    awp::test::scoped_database db;
+    auto c = db.admin();
+    const auto slot = awp::test::random_name("awp_rt_");
+    auto [rc0, none] =
+        awpctl({"--database-url", db.admin_dsn(), "status", "--realtime-slot", slot});
+    CHECK(rc0 == 0);
+    CHECK(none.find("realtime: slot " + slot + " not made yet") != std::string::npos);
+
+    c.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot});
+    c.exec("CREATE TABLE rt_lag (id int PRIMARY KEY, body text)");
+    c.exec("INSERT INTO rt_lag SELECT g, repeat('x', 1000) FROM generate_series(1, 200) g");
+    auto [rc, out] =
+        awpctl({"--json", "--database-url", db.admin_dsn(), "status", "--realtime-slot", slot});
+    REQUIRE(rc == 0);
+    rapidjson::Document d;
+    d.Parse(out.c_str());
+    REQUIRE_FALSE(d.HasParseError());
+    const auto& rt = d["realtime"];
+    CHECK(std::string(rt["wal_level"].GetString()) == "logical");
+    CHECK(std::string(rt["slot"].GetString()) == slot);
+    REQUIRE(rt["slot_status"].IsObject());
+    CHECK_FALSE(rt["slot_status"]["active"].GetBool());
+    CHECK(std::string(rt["slot_status"]["wal_status"].GetString()) == "reserved");
+    CHECK(rt["slot_status"]["lag_bytes"].GetInt64() > 100'000);  // nobody read the inserts
+    auto [rc2, human] =
+        awpctl({"--database-url", db.admin_dsn(), "status", "--realtime-slot", slot});
+    CHECK(rc2 == 0);
+    CHECK(human.find("realtime: slot " + slot + " INACTIVE") != std::string::npos);
+
+    auto [rc3, dropped] =
+        awpctl({"--database-url", db.admin_dsn(), "realtime", "drop-slot", "--slot", slot});
+    CHECK(rc3 == 0);
+    CHECK(c.exec("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1", {slot}).empty());
+}
+
 TEST_CASE("awpctl token mints tokens that verify with the same secret only", "[awpctl]") {
     const std::string secret(40, 's');
     auto [rc, tok] = awpctl({"token", "--user-id", "11111111-1111-4111-8111-111111111111",

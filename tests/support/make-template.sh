@@ -6,6 +6,11 @@ awpctl=${1:?usage: make-template.sh path/to/awpctl}
 : "${AWP_PG_ADMIN_DSN:?source .awp/cluster.env (scripts/test.sh does)}"
 admin="$AWP_PG_ADMIN_DSN dbname=postgres"
 q() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -v ON_ERROR_STOP=1 "$admin" "$@"; }
+# A killed realtime test leaves its replication slot, which holds WAL and keeps its database from
+# being dropped: inactive slots of test databases no session uses go first.
+q -tAc "SELECT format('SELECT pg_drop_replication_slot(%L);', slot_name) FROM pg_replication_slots
+        WHERE NOT active AND database LIKE 'awp\_t\_%' AND database NOT IN (SELECT datname
+        FROM pg_stat_activity WHERE datname IS NOT NULL)" | q >/dev/null
 q -tAc "SELECT format('DROP DATABASE %I WITH (FORCE);', datname) FROM pg_database
         WHERE datname LIKE 'awp\_t\_%' AND datname NOT IN (SELECT datname FROM pg_stat_activity
         WHERE datname IS NOT NULL)" | q >/dev/null

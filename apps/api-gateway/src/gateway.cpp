@@ -220,6 +220,53 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->envname("API_REST_SCHEMA_POLL")
         ->check(CLI::Range(1.0, 86400.0))
         ->capture_default_str();
+    // Realtime (docs/realtime.md, "Settings").
+    auto& rt = c.realtime;
+    app.add_option("--realtime", rt.enabled, "Serve /realtime/v1/websocket and capture changes")
+        ->envname("REALTIME")
+        ->capture_default_str();
+    cli.secret(app.add_option("--realtime-database-url", rt.database_url,
+                              "The REPLICATION login realtime reads the change stream with")
+                   ->envname("REALTIME_DATABASE_URL"));
+    app.add_option("--realtime-slot", rt.slot, "The logical replication slot realtime reads")
+        ->envname("REALTIME_SLOT")
+        ->capture_default_str();
+    app.add_option("--realtime-publication", rt.publication, "The publication the slot streams")
+        ->envname("REALTIME_PUBLICATION")
+        ->capture_default_str();
+    app.add_option("--realtime-max-sockets", rt.max_sockets, "Realtime sockets this process holds")
+        ->envname("REALTIME_MAX_SOCKETS")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{1'000'000}))
+        ->capture_default_str();
+    app.add_option("--realtime-max-channels", rt.max_channels, "Channels one socket may join")
+        ->envname("REALTIME_MAX_CHANNELS")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{10'000}))
+        ->capture_default_str();
+    app.add_option("--realtime-max-bindings", rt.max_bindings,
+                   "postgres_changes bindings one channel may have")
+        ->envname("REALTIME_MAX_BINDINGS")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{10'000}))
+        ->capture_default_str();
+    app.add_option("--realtime-message-limit", rt.message_limit,
+                   "Largest message a realtime client may send, bytes")
+        ->envname("REALTIME_MESSAGE_LIMIT")
+        ->check(CLI::Range(std::size_t{1024}, std::size_t{16} << 20))
+        ->capture_default_str();
+    app.add_option("--realtime-queue-limit", rt.queue_limit,
+                   "Bytes queued for one realtime client before it is dropped as too slow")
+        ->envname("REALTIME_QUEUE_LIMIT")
+        ->check(CLI::Range(std::size_t{4096}, std::size_t{1} << 30))
+        ->capture_default_str();
+    app.add_option("--realtime-joins-per-second", rt.joins_per_second,
+                   "Channel joins one socket may make a second (bursts of twice that)")
+        ->envname("REALTIME_JOINS_PER_SECOND")
+        ->check(CLI::Range(0.1, 10'000.0))
+        ->capture_default_str();
+    app.add_option("--realtime-idle-timeout", rt.idle_timeout_s,
+                   "Seconds without a frame from a realtime client before it is closed")
+        ->envname("REALTIME_IDLE_TIMEOUT")
+        ->check(CLI::Range(1.0, 3600.0))
+        ->capture_default_str();
     app.add_option("--outbound-allow", c.outbound_allow,
                    "Comma list of CIDRs, addresses or host names (each optionally :port) the "
                    "gateway may reach for tenants besides public addresses (connectors) and the "
@@ -323,6 +370,7 @@ gateway::gateway(net::io_context& ioc, gateway_config cfg)
     o.hsts = cfg_.hsts;
     o.access_log = cfg_.access_log;
     rest_ = std::make_unique<rest_state>();
+    realtime_ = std::make_unique<realtime_hub>(*this, ioc_, cfg_.realtime);
     server_ = std::make_unique<http::server>(ioc_, routes(), o);
 }
 
@@ -340,7 +388,9 @@ net::awaitable<void> gateway::run() {
     auto loader = std::make_shared<std::atomic<bool>>(false);
     net::co_spawn(ioc_, load_revoked_sessions(),
                   [loader](const std::exception_ptr&) { *loader = true; });
+    realtime_->start();
     co_await server_->run();
+    co_await realtime_->wait_stopped(std::chrono::seconds(5));
     // The loader holds a pooled connection while it runs: let it end before the pool goes.
     net::steady_timer wait(ioc_);
     for (int i = 0; i < 500 && !*loader; ++i) {
@@ -352,6 +402,7 @@ net::awaitable<void> gateway::run() {
 void gateway::request_stop() {
     stopping_ = true;
     if (rest_ && rest_->listener) rest_->listener->stop();
+    if (realtime_) realtime_->stop();
     server_->stop();
 }
 
@@ -430,13 +481,20 @@ http::router gateway::routes() {
     auto rest_handler = [this](request req) { return rest_request(std::move(req)); };
     r.add(rest_methods, "/rest/v1", rest_handler, rest_body);
     r.add(rest_methods, "/rest/v1/*path", rest_handler, rest_body);
+    // Realtime (realtime*.cpp): a websocket whose apikey parameter says who calls; no cookie is
+    // read, so no same-origin check (as /rest/v1).
+    if (cfg_.realtime.enabled) {
+        r.add_websocket("/realtime/v1/websocket", realtime_->handler(),
+                        realtime_->socket_options());
+    }
     return r;
 }
 
 // ---- public ---------------------------------------------------------------------------------
 
 net::awaitable<response> gateway::health(request) {
-    co_return response::json(200, R"({"ok":true,"ts":")" + core::now_iso8601_utc() + "\"}");
+    co_return response::json(200, R"({"ok":true,"ts":")" + core::now_iso8601_utc() +
+                                      R"(","realtime":)" + realtime_->health_json() + "}");
 }
 
 std::string own_workspace_id(const gateway_config& c) {

@@ -25,6 +25,7 @@
 #include "awp/http/outbound.hpp"
 #include "awp/http/server.hpp"
 #include "awp/rest/schema.hpp"
+#include "realtime.hpp"
 
 namespace awp::api {
 
@@ -98,6 +99,7 @@ struct gateway_config {
     std::size_t rest_body_limit = 1024 * 1024;  // API_REST_BODY_LIMIT bytes
     double rest_schema_poll_s = 600;            // API_REST_SCHEMA_POLL: reload at least this often
     std::chrono::milliseconds drain_timeout{20'000};
+    realtime_config realtime;  // REALTIME_* (realtime.hpp, docs/realtime.md)
 };
 
 /// Adds every option with its environment name to the CLI (secrets marked).
@@ -379,6 +381,7 @@ public:
     connector_registry& connectors() { return *connectors_; }
 
 private:
+    friend class realtime_hub;  // the schema cache and the pool, for realtime's checks
     http::router routes();
     // handlers (member coroutines taking the request by value)
     net::awaitable<response> health(request r);
@@ -482,7 +485,8 @@ private:
     std::unique_ptr<connector_registry> connectors_;
     std::unique_ptr<http::server> server_;
     std::unique_ptr<rest_state> rest_;
-    net::thread_pool cpu_{2};  // Argon2id off the io threads
+    std::unique_ptr<realtime_hub> realtime_;  // after db_: it goes first
+    net::thread_pool cpu_{2};                 // Argon2id off the io threads
     login_limiter limiter_;
     std::mutex gateway_mu_;
     struct resolved_gateway {

@@ -675,6 +675,11 @@ net::awaitable<void> connection::async_wait_readable() {
     co_await socket(ex).async_wait(net::posix::stream_descriptor::wait_read, net::use_awaitable);
 }
 
+net::awaitable<void> connection::async_wait_writable() {
+    auto ex = co_await net::this_coro::executor;
+    co_await socket(ex).async_wait(net::posix::stream_descriptor::wait_write, net::use_awaitable);
+}
+
 void connection::cancel_wait() {
     if (socket_) {
         boost::system::error_code ec;

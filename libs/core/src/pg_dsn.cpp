@@ -144,4 +144,12 @@ std::string dsn_with_keepalives(const std::string& dsn) {
                         {"keepalives_count", "3"}});
 }
 
+std::string dsn_for_replication(const std::string& dsn) {
+    return rewrite_dsn(dsn, {{"replication", "database"}},
+                       {{"keepalives", "1"},
+                        {"keepalives_idle", "30"},
+                        {"keepalives_interval", "10"},
+                        {"keepalives_count", "3"}});
+}
+
 }  // namespace awp::core::pg

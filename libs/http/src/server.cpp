@@ -32,8 +32,10 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/websocket/rfc6455.hpp>
 
 #include "awp/core/log.hpp"
+#include "websocket_session.hpp"
 
 namespace awp::http {
 
@@ -60,12 +62,18 @@ std::vector<std::string> split_path(std::string_view path) {
 }  // namespace
 
 void router::add(std::string method, std::string pattern, handler h, route_options o) {
-    routes_.push_back(route{std::move(method), split_path(pattern), std::move(h), o});
+    routes_.push_back(route{std::move(method), split_path(pattern), std::move(h), o, {}, {}});
 }
 
 void router::add(const std::vector<std::string>& methods, const std::string& pattern,
                  const handler& h, route_options o) {
     for (const auto& m : methods) add(m, pattern, h, o);
+}
+
+void router::add_websocket(std::string pattern, websocket_handler h, websocket_options o) {
+    route r{"GET", split_path(pattern), {}, route_options{}, std::move(h), o};
+    r.options.body_limit = 0;
+    routes_.push_back(std::move(r));
 }
 
 router::match_result router::match(std::string_view method, std::string_view path) const {
@@ -133,7 +141,12 @@ router::match_result router::match(std::string_view method, std::string_view pat
             }
             continue;
         }
-        out.h = &r.h;
+        if (r.ws) {
+            out.ws = &r.ws;
+            out.ws_options = r.ws_options;
+        } else {
+            out.h = &r.h;
+        }
         out.options = r.options;
         out.params = std::move(params);
         out.allow.clear();
@@ -156,6 +169,8 @@ struct conn_state {
     net::any_io_executor ex;
     beast::tcp_stream* stream = nullptr;
     bool idle = true;
+    /// A websocket's: closes it with 1001 (set once the socket is open).
+    std::function<void()> drain;
 };
 
 struct server::impl : std::enable_shared_from_this<server::impl> {
@@ -168,6 +183,7 @@ struct server::impl : std::enable_shared_from_this<server::impl> {
     tcp::acceptor acceptor;
     std::atomic<bool> stopping{false};
     std::atomic<std::size_t> active{0};
+    std::atomic<std::size_t> websockets{0};
     std::mutex mu;
     std::set<std::shared_ptr<conn_state>> conns;
 };
@@ -357,6 +373,56 @@ void unregister(server::impl& s, const std::shared_ptr<conn_state>& st) {
     s.conns.erase(st);
 }
 
+/// The websocket route's decision on an upgrade request; a thrown http_error or failure is a
+/// refusal like a handler's.
+net::awaitable<websocket_accept> invoke_websocket(const websocket_handler* h, request req) {
+    std::string failure;
+    std::optional<websocket_accept> answer;
+    try {
+        answer = co_await (*h)(std::move(req));
+    } catch (const http_error& e) {
+        auto r = response::error(e.status(), e.code(), e.what());
+        for (const auto& [n, v] : e.extra.fields()) r.header.add(n, v);
+        answer.emplace();
+        answer->refusal = std::move(r);
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    if (!answer) {
+        core::log::error("websocket handler failed", {{"error", failure}});
+        answer.emplace();
+        answer->refusal = response::error(500, "internal", "internal error");
+    } else if (!answer->refusal && !answer->session) {
+        answer->refusal = response::error(500, "internal", "internal error");
+    }
+    co_return std::move(*answer);
+}
+
+/// An accepted websocket, once its connection left the HTTP loop: runs it, then ends the
+/// connection as session() would have.
+net::awaitable<void> websocket_connection(std::shared_ptr<server::impl> s,
+                                          std::shared_ptr<conn_state> st, beast::tcp_stream stream,
+                                          bhttp::request<bhttp::string_body> upgrade,
+                                          websocket_accept accept, websocket_options o,
+                                          std::string remote) {
+    s->websockets.fetch_add(1);
+    auto on_open = [s, st](std::function<void()> drain) {
+        st->drain = std::move(drain);
+        // A stop() that came before this: its drain found nothing to close.
+        if (s->stopping) st->drain();
+    };
+    try {
+        co_await detail::run_websocket(std::move(stream), std::move(upgrade), std::move(accept), o,
+                                       std::move(remote), on_open);
+    } catch (const std::exception& e) {
+        core::log::error("websocket connection failed", {{"error", e.what()}});
+    }
+    st->drain = nullptr;
+    unregister(*s, st);
+    s->websockets.fetch_sub(1);
+    s->active.fetch_sub(1);
+}
+
 net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) {
     auto st = std::make_shared<conn_state>();
     beast::tcp_stream stream(std::move(sock));
@@ -375,6 +441,10 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
     beast::flat_buffer buffer;
     bool first = true;
     const auto& o = s->options;
+    // Set when a websocket route accepted the upgrade: the connection leaves the HTTP loop.
+    std::optional<bhttp::request<bhttp::string_body>> upgrade;
+    websocket_accept ws_accept;
+    websocket_options ws_options;
     for (;;) {
         if (s->stopping) break;
         bhttp::request_parser<bhttp::string_body> parser;
@@ -431,7 +501,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         auto m = s->routes.match(req.method, req.path);
         if (!m.bad_path.empty()) {
             early = response::error(400, "bad_path", m.bad_path);
-        } else if (!m.h) {
+        } else if (!m.h && !m.ws) {
             if (!m.allow.empty()) {
                 std::string allow;
                 for (const auto& a : m.allow) allow += (allow.empty() ? "" : ", ") + a;
@@ -451,6 +521,34 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                 }
             }
             parser.body_limit(m.options.body_limit);
+            if (m.ws && !early) {
+                if (!boost::beast::websocket::is_upgrade(parser.get())) {
+                    early = response::error(426, "upgrade_required",
+                                            "this route is a websocket: send Upgrade: websocket");
+                    early->header.set("Upgrade", "websocket");
+                    early->header.set("Connection", "Upgrade");
+                } else if (!parser.is_done()) {
+                    early = response::error(400, "bad_request", "a websocket upgrade has no body");
+                    early->close = true;
+                } else {
+                    req.params = std::move(m.params);
+                    auto accept = co_await invoke_websocket(m.ws, std::move(req));
+                    if (accept.refusal) {
+                        early = std::move(*accept.refusal);
+                    } else {
+                        if (o.access_log) {
+                            core::log::info("request", {{"method", method},
+                                                        {"path", path},
+                                                        {"status", 101},
+                                                        {"remote", remote}});
+                        }
+                        upgrade.emplace(parser.release());
+                        ws_accept = std::move(accept);
+                        ws_options = m.ws_options;
+                        break;
+                    }
+                }
+            }
             if (auto len = parser.content_length(); !early && len && *len > m.options.body_limit) {
                 early = response::error(
                     413, "body_too_large",
@@ -577,6 +675,16 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         }
         if (!written || !keep) break;
     }
+    if (upgrade) {
+        // Its own coroutine: this one's frame (parser, buffers) is not kept for the socket's life.
+        auto ex = st->ex;
+        st->stream = nullptr;  // this coroutine's stream is moved away
+        net::co_spawn(ex,
+                      websocket_connection(s, st, std::move(stream), std::move(*upgrade),
+                                           std::move(ws_accept), ws_options, std::move(remote)),
+                      net::detached);
+        co_return;
+    }
     boost::system::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
     st->stream = nullptr;
@@ -614,6 +722,7 @@ unsigned short server::port() const noexcept {
 }
 
 std::size_t server::active_connections() const noexcept { return impl_->active.load(); }
+std::size_t server::active_websockets() const noexcept { return impl_->websockets.load(); }
 
 net::awaitable<void> server::run() {
     auto s = impl_;
@@ -661,7 +770,11 @@ void server::stop() {
     std::lock_guard lock(s->mu);
     for (const auto& st : s->conns) {
         net::post(st->ex, [st] {
-            if (st->stream && st->idle) st->stream->cancel();
+            if (st->drain) {
+                st->drain();
+            } else if (st->stream && st->idle) {
+                st->stream->cancel();
+            }
         });
     }
 }

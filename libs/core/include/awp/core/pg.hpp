@@ -308,6 +308,9 @@ public:
     std::vector<notification> drain_notifications();
     /// Waits until the socket is readable (a notification or the server closing it).
     net::awaitable<void> async_wait_readable();
+    /// Waits until the socket takes more bytes (a flush libpq could not finish: a COPY stream's
+    /// writer, realtime's replication reader).
+    net::awaitable<void> async_wait_writable();
     /// Cancels a pending async_wait_readable.
     void cancel_wait();
 
@@ -440,6 +443,11 @@ struct login {
 /// session that only waits (LISTEN) notices a silently dead server within about a minute instead
 /// of the kernel's two hours. A `dsn` that does not parse is returned as it is (libpq reports it).
 [[nodiscard]] std::string dsn_with_keepalives(const std::string& dsn);
+
+/// `dsn` for a logical replication connection: replication=database (the walsender's protocol,
+/// where only the simple query protocol works) and TCP keepalives as dsn_with_keepalives sets
+/// them. Throws config_error when `dsn` does not parse.
+[[nodiscard]] std::string dsn_for_replication(const std::string& dsn);
 
 /// Runs fn(conn) inside BEGIN/COMMIT on an async connection; ROLLBACK when fn throws.
 template <class F>

@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "awp/http/message.hpp"
+#include "awp/http/websocket.hpp"
 
 namespace awp::http {
 
@@ -54,9 +55,16 @@ public:
     /// Same handler for several methods ("GET", "POST").
     void add(const std::vector<std::string>& methods, const std::string& pattern, const handler& h,
              route_options o = {});
+    /// A websocket route: a GET with Upgrade: websocket goes to `h`, which refuses it or hands
+    /// back the session to run on the accepted socket (websocket.hpp); a GET without the
+    /// upgrade is answered 426, other methods 405. The query is decoded as on other routes.
+    void add_websocket(std::string pattern, websocket_handler h, websocket_options o = {});
 
     struct match_result {
         const handler* h = nullptr;
+        /// A websocket route (then h is null).
+        const websocket_handler* ws = nullptr;
+        websocket_options ws_options;
         route_options options;
         std::map<std::string, std::string, std::less<>> params;
         std::vector<std::string> allow;  // methods of the path when the method did not match
@@ -71,6 +79,8 @@ private:
         std::vector<std::string> segments;
         handler h;
         route_options options;
+        websocket_handler ws;  // set on websocket routes
+        websocket_options ws_options;
     };
     std::vector<route> routes_;
 };
@@ -92,7 +102,8 @@ struct server_options {
 
 /// The server. listen() binds (throws core::config_error when the address is unusable),
 /// run() accepts until stop() and then waits for requests in flight to finish; idle
-/// keep-alive connections are closed at once.
+/// keep-alive connections are closed at once, websockets with 1001 after what is queued for
+/// them (each within its route's handshake timeout).
 class server {
 public:
     server(net::io_context& ioc, router r, server_options o);
@@ -105,8 +116,10 @@ public:
     net::awaitable<void> run();
     /// Thread-safe; may be called from a signal handler's completion.
     void stop();
-    /// Connections open right now.
+    /// Connections open right now (websockets included).
     [[nodiscard]] std::size_t active_connections() const noexcept;
+    /// Websockets open right now.
+    [[nodiscard]] std::size_t active_websockets() const noexcept;
 
     struct impl;
 

@@ -1,0 +1,101 @@
+// Realtime in the gateway (issue 33; docs/realtime.md): the websocket route
+// /realtime/v1/websocket where realtime-js joins channels with postgres_changes bindings, the
+// sink the change capture hands each committed transaction to (visibility decided once per
+// distinct (role, claims) group and table under row-level security, on the gateway's pool),
+// the sweep that disconnects sockets whose token expired or was signed out, and /api/health's
+// `realtime` object.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "awp/http/websocket.hpp"
+#include "awp/realtime/capture.hpp"
+#include "awp/realtime/change.hpp"
+
+namespace awp::api {
+
+namespace net = boost::asio;
+
+class gateway;
+struct realtime_socket;
+
+/// REALTIME_* settings (gateway_config holds them; gateway.cpp adds the options).
+struct realtime_config {
+    bool enabled = true;                       ///< REALTIME (off: no route, no capture)
+    std::string database_url;                  ///< REALTIME_DATABASE_URL: the REPLICATION login
+    std::string slot = "awp_realtime";         ///< REALTIME_SLOT
+    std::string publication = "awp_realtime";  ///< REALTIME_PUBLICATION
+    std::size_t max_sockets = 10'000;          ///< REALTIME_MAX_SOCKETS (this process)
+    std::size_t max_channels = 100;            ///< REALTIME_MAX_CHANNELS per socket
+    std::size_t max_bindings = 100;            ///< REALTIME_MAX_BINDINGS per channel
+    std::size_t message_limit = 64 * 1024;     ///< REALTIME_MESSAGE_LIMIT bytes from a client
+    std::size_t queue_limit = 1024 * 1024;     ///< REALTIME_QUEUE_LIMIT bytes queued per socket
+    double joins_per_second = 10;              ///< REALTIME_JOINS_PER_SECOND per socket (burst 2x)
+    double idle_timeout_s = 60;                ///< REALTIME_IDLE_TIMEOUT
+    double token_check_s = 1;  ///< how often tokens are checked for expiry and sign-out
+};
+
+class realtime_hub {
+public:
+    realtime_hub(gateway& g, net::io_context& ioc, realtime_config cfg);
+    ~realtime_hub();
+    realtime_hub(const realtime_hub&) = delete;
+    realtime_hub& operator=(const realtime_hub&) = delete;
+
+    /// The route's handler: the upgrade is refused (401 without a valid apikey, 400 for an
+    /// unknown vsn, 503 past max_sockets) or runs a Phoenix socket.
+    http::websocket_handler handler();
+    [[nodiscard]] http::websocket_options socket_options() const;
+
+    /// The capture's sink: each change goes to every channel whose binding matches and whose
+    /// (role, claims) may see it; returns once all of it is queued to the sockets.
+    net::awaitable<void> deliver(realtime::transaction tx);
+
+    /// Starts the capture (when REALTIME_DATABASE_URL is set) and the token sweep.
+    void start();
+    void stop();
+    /// After stop(): until the capture's coroutine has ended (at most `limit`).
+    net::awaitable<void> wait_stopped(std::chrono::milliseconds limit);
+
+    /// /api/health's `realtime` object: sockets, channels, the capture's state and slot figures.
+    [[nodiscard]] std::string health_json() const;
+
+    /// Called by a socket's session (realtime_socket.cpp).
+    void add(const std::shared_ptr<realtime_socket>& s);
+    void remove(const std::shared_ptr<realtime_socket>& s);
+    [[nodiscard]] const realtime_config& config() const noexcept { return cfg_; }
+    gateway& owner() noexcept { return g_; }
+    std::atomic<std::size_t> channels{0};
+    std::atomic<std::uint64_t> delivered{0};  ///< events queued to sockets
+    std::atomic<std::uint64_t> checks{0};     ///< visibility statements run
+
+private:
+    net::awaitable<void> sweep();
+    net::awaitable<void> session(std::shared_ptr<http::websocket> ws,
+                                 std::shared_ptr<realtime_socket> s);
+
+    gateway& g_;
+    net::io_context& ioc_;
+    realtime_config cfg_;
+    mutable std::mutex mu_;
+    std::set<std::shared_ptr<realtime_socket>> sockets_;
+    std::unique_ptr<realtime::capture> capture_;
+    std::unique_ptr<net::steady_timer> sweep_timer_;
+    std::shared_ptr<std::atomic<bool>> capture_done_ = std::make_shared<std::atomic<bool>>(true);
+    std::shared_ptr<std::atomic<bool>> sweep_done_ = std::make_shared<std::atomic<bool>>(true);
+    std::atomic<bool> stopping_{false};
+};
+
+}  // namespace awp::api

@@ -1,0 +1,57 @@
+// One realtime websocket's state, shared by its session (realtime_socket.cpp: the Phoenix
+// protocol), the fan-out (realtime_fanout.cpp) and the token sweep (realtime.cpp).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "awp/http/websocket.hpp"
+#include "awp/realtime/binding.hpp"
+#include "awp/realtime/phoenix.hpp"
+#include "gateway.hpp"
+
+namespace awp::api {
+
+/// A joined channel: its bindings and who it acts as (the join's access_token, else the
+/// socket's apikey), refreshed by access_token messages.
+struct realtime_channel {
+    std::string topic;
+    std::string join_ref;
+    std::vector<realtime::binding> bindings;
+    data_principal who;
+    std::string token;  ///< re-checked by the sweep ("" = anon, nothing to expire)
+};
+
+struct realtime_socket {
+    std::shared_ptr<http::websocket> ws;
+    realtime::phoenix::vsn vsn = realtime::phoenix::vsn::v2;
+    std::string apikey;  ///< the socket's own token (the apikey parameter)
+    data_principal who;  ///< the apikey's principal
+
+    std::mutex mu;  // everything below: the session writes, the fan-out and the sweep read
+    std::map<std::string, realtime_channel, std::less<>> channels;
+    std::uint64_t next_id = 1;
+    // Join rate: a token bucket.
+    double join_tokens = 0;
+    std::chrono::steady_clock::time_point join_refill{};
+
+    /// Sends a message (serialised in the socket's vsn); false when the socket is closing.
+    bool push(std::string_view join_ref, std::string_view ref, std::string_view topic,
+              std::string_view event, std::string_view payload_json, bool has_join_ref = true,
+              bool has_ref = true) const {
+        realtime::phoenix::outgoing o;
+        if (has_join_ref) o.join_ref = join_ref;
+        if (has_ref) o.ref = ref;
+        o.topic = topic;
+        o.event = event;
+        o.payload_json = payload_json;
+        return ws->send(realtime::phoenix::serialize(o, vsn));
+    }
+};
+
+}  // namespace awp::api
