@@ -109,6 +109,10 @@ up "http://127.0.0.1:$api_port/api/health" || die "awp-api-gateway did not come 
 up "http://127.0.0.1:$embedder_port/healthz" || die "awp-embedder did not come up in 15 s"
 
 export AWP_DATA_API_URL=http://127.0.0.1:$api_port
+# For the files that start a daemon of their own (realtime-runner: a command runner with the real
+# runtime, AWP_OPENCLAW, for a tenant of its own).
+export AWP_BIN_DIR=$BIN AWP_REPO=$REPO
+export AWP_DATA_API_DAEMON_DSN="postgresql://awp_daemon:$AWP_PG_DAEMON_PASSWORD@$host/$db"
 files=("$@")
 ((${#files[@]})) || files=("$HERE"/*.test.mjs)
 log "gateway on $AWP_DATA_API_URL, database $db; ${#files[@]} test files"
