@@ -68,7 +68,7 @@ TEST_CASE("awpctl status reports queue depths per gateway from the rows", "[awpc
     CHECK(human.find("pending 2") != std::string::npos);
 }
 
-TEST_CASE("awpctl status shows realtime's slot and its lag; realtime drop-slot removes it",
+TEST_CASE("awpctl status shows realtime's slot and its lag, and realtime drop-slot removes it",
           "[awpctl][realtime]") {
     awp::test::scoped_database db;
     auto c = db.admin();
