@@ -390,12 +390,15 @@ TEST_CASE("the replication stream's framing: XLogData, keepalives, status update
         for (int shift = 56; shift >= 0; shift -= 8) s.push_back(static_cast<char>(v >> shift));
         return s;
     };
-    const auto w = ws::parse("w" + be64(0x100) + be64(0x200) + be64(7) + "Bpayload");
+    // parse() hands back views into the bytes it was given: they live as long as the test reads.
+    const std::string w_bytes = "w" + be64(0x100) + be64(0x200) + be64(7) + "Bpayload";
+    const auto w = ws::parse(w_bytes);
     REQUIRE(std::holds_alternative<ws::xlog_data>(w));
     CHECK(std::get<ws::xlog_data>(w).start == 0x100);
     CHECK(std::get<ws::xlog_data>(w).wal_end == 0x200);
     CHECK(std::get<ws::xlog_data>(w).payload == "Bpayload");
-    const auto k = ws::parse("k" + be64(0x300) + be64(9) + std::string(1, '\1'));
+    const std::string k_bytes = "k" + be64(0x300) + be64(9) + std::string(1, '\1');
+    const auto k = ws::parse(k_bytes);
     REQUIRE(std::holds_alternative<ws::keepalive>(k));
     CHECK(std::get<ws::keepalive>(k).wal_end == 0x300);
     CHECK(std::get<ws::keepalive>(k).reply_requested);
