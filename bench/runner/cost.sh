@@ -27,6 +27,8 @@
 #   summary gives the median ratio and every run's
 #   COST_STATEMENTS=1  a diagnosis, not a measurement: pg_stat_statements (nested statements and
 #                      planning, which costs CPU of its own), top statements per part in $OUT
+#   COST_NO_FLUSH=1    a diagnosis on a machine whose disk is the bottleneck (a shared one):
+#                      synchronous_commit=off for both sides, so commits do not wait for the flush
 #   AWP_BENCH_BIN=<dir>  the daemons and awpctl from that folder (an older build's bin/: its awpctl
 #                      migrates the databases with its own sql/), runner_bench and the stand-in
 #                      runtime from the build: the figures of that older version on this machine
@@ -72,6 +74,11 @@ if ((STATEMENTS)); then
   q -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
 else
   q -c "ALTER SYSTEM RESET shared_preload_libraries"
+fi
+if [[ ${COST_NO_FLUSH:-0} == 1 ]]; then
+  q -c "ALTER SYSTEM SET synchronous_commit = off"
+else
+  q -c "ALTER SYSTEM RESET synchronous_commit"
 fi
 cluster stop >/dev/null
 cluster start >/dev/null
@@ -144,7 +151,7 @@ UPDATE q SET state = 'done', leased_by = NULL, lease_until = NULL WHERE id = :id
 SQL
 tps() { awk '/^tps = / {printf "%.0f", $3}'; }
 
-echo "== the cost of a command ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ), $(psql -X -qAt "$PGA dbname=postgres" -c 'SHOW server_version'))" | tee "$OUT/settings.txt"
+echo "== the cost of a command ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ), $(psql -X -qAt "$PGA dbname=postgres" -c 'SHOW server_version'), synchronous_commit $(qa -c 'SHOW synchronous_commit'))" | tee "$OUT/settings.txt"
 
 # ---- the lease protocol ------------------------------------------------------------------------
 step_protocol() {

@@ -126,7 +126,7 @@ env_map inherited_of(char** parent) {
 }
 
 // What a child inherits of this process's own environment, worked out again only when that
-// changed: a daemon starts a child per command, and the scan of every variable was 7 % of the
+// changed: a daemon starts a child per command, and the scan of every variable was 6.6 % of the
 // runner's CPU per command (bench/runner/RESULTS.md). setenv and unsetenv replace or remove
 // entries of environ and glibc never frees a string it set, so an entry's text does not change
 // under the same pointer: the array of entry pointers is the key (AWP_CHILD_ENV_ALLOW is one of

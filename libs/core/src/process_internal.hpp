@@ -255,7 +255,7 @@ public:
     // Completes kill_grace after the exit: how long whatever the child left behind may keep
     // the pipes open before we stop collecting. The other side of an `||` with the pipes'
     // drains, which usually ends first (the pipes close when the child exits): cancelled, it
-    // returns without throwing (an exception per child cost the runner ~8 % of its CPU per
+    // returns without throwing (an exception per child cost the runner ~5 % of its CPU per
     // command, bench/runner/RESULTS.md); a caller cancelled from outside sees it in its own
     // cancellation state (throw_if_cancelled_outside).
     net::awaitable<void> wait_exit_then_linger() {
