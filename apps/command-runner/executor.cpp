@@ -56,6 +56,7 @@ proc::spawn_options child_options(const runner_config& cfg, const std::string& g
     // The agent scripts publish the templates and keep the workspaces on their branches.
     o.env["AWP_TEMPLATES_DIR"] = cfg.templates();
     o.env["AWP_TEMPLATES_REPO"] = cfg.template_repo();
+    if (!cfg.templates_source.empty()) o.env["AWP_TEMPLATES_SOURCE"] = cfg.templates_source;
     if (!cfg.host_ops_dir.empty()) o.env["AWP_HOST_OPS_DIR"] = cfg.host_ops_dir;
     o.env["AWP_GATEWAY"] = gateway_slug;
     // The runner's own credentials never reach a child: an allowlisted environment.
@@ -213,12 +214,6 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
     const std::string channel = p.fields.at("channel");
     const std::string workspace = cfg_.workspace(slug);
     std::optional<std::string> template_name = field(p, "source_template");
-    if (template_name) {
-        const std::string dir = cfg_.templates() + "/" + *template_name;
-        if (!std::filesystem::is_directory(dir))
-            return "provision: template \"" + *template_name +
-                   "\" does not exist on this gateway (" + dir + ")";
-    }
     std::string token_file;
     if (channel != "none") {
         // The runtime reads the bot token from a file awp keeps (0600), never from argv.
@@ -242,6 +237,13 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
         } catch (const std::exception& e) {
             return std::string("provision: cannot write the channel token file: ") + e.what();
         }
+    }
+    if (template_name) {
+        // The templates (the folder's and AWP_TEMPLATES_SOURCE's) published, then looked up: a
+        // name this gateway does not know fails here, before the runtime is called, listing the
+        // names it knows (deploy/runtime/templates.sh).
+        p.steps.push_back(
+            {{cfg_.scripts() + "/templates.sh", "require", *template_name}, std::nullopt});
     }
     add(rt.add_agent(id, workspace, field(p, "model")));
     if (auto c = rt.set_identity(id, field(p, "name"), field(p, "emoji"))) add(std::move(*c));
