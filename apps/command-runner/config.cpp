@@ -51,7 +51,8 @@ std::string default_scripts_dir() {
         }
     }
 #ifdef AWP_SOURCE_RUNTIME_SCRIPTS
-    if (std::filesystem::is_directory(AWP_SOURCE_RUNTIME_SCRIPTS, ec)) return AWP_SOURCE_RUNTIME_SCRIPTS;
+    if (std::filesystem::is_directory(AWP_SOURCE_RUNTIME_SCRIPTS, ec))
+        return AWP_SOURCE_RUNTIME_SCRIPTS;
 #endif
     return "/usr/local/share/awp/runtime";
 }
