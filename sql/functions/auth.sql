@@ -44,8 +44,7 @@ BEGIN
           NEW.created_at, NEW.last_login_at,
           public.awp_user_app_metadata(NEW.tenant_id, NEW.is_operator), NEW.user_metadata,
           CASE WHEN NEW.disabled THEN 'infinity'::timestamptz ELSE NEW.banned_until END, false,
-          NEW.created_at,
-          NEW.updated_at)
+          NEW.created_at, NEW.updated_at)
   ON CONFLICT (id) DO UPDATE SET
     email = EXCLUDED.email,
     last_sign_in_at = EXCLUDED.last_sign_in_at,
