@@ -308,8 +308,7 @@ table public.app_sessions (owner postgres), row level security forced
   column ip inet
   constraint app_sessions_check CHECK ((revoked_at IS NULL) = (revoked_reason IS NULL))
   constraint app_sessions_pkey PRIMARY KEY (id)
-  constraint app_sessions_revoked_reason_check CHECK (revoked_reason = ANY (ARRAY['logout'::text, 'logout_global'::text, 'logout_others'::text, 'refresh_token_reuse'::text, 'password_changed'::text]))
-  constraint app_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.app_users(id) ON DELETE CASCADE
+  constraint app_sessions_revoked_reason_check CHECK (revoked_reason = ANY (ARRAY['logout'::text, 'logout_global'::text, 'logout_others'::text, 'refresh_token_reuse'::text, 'password_changed'::text, 'user_deleted'::text, 'user_banned'::text, 'admin_changed'::text]))
   CREATE UNIQUE INDEX app_sessions_pkey ON public.app_sessions USING btree (id)
   CREATE INDEX app_sessions_revoked_idx ON public.app_sessions USING btree (tokens_valid_until) WHERE (revoked_at IS NOT NULL)
   CREATE INDEX app_sessions_user_id_idx ON public.app_sessions USING btree (user_id)
@@ -329,6 +328,7 @@ table public.app_users (owner postgres), row level security forced
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column is_operator boolean NOT NULL DEFAULT false
   column user_metadata jsonb NOT NULL DEFAULT '{}'::jsonb
+  column banned_until timestamp with time zone
   constraint app_users_email_check CHECK (email ~ '^[^@[:space:]]+@[^@[:space:]]+$'::text)
   constraint app_users_password_hash_check CHECK (password_hash ~~ '$argon2id$%'::text)
   constraint app_users_pkey PRIMARY KEY (id)
@@ -337,6 +337,7 @@ table public.app_users (owner postgres), row level security forced
   CREATE UNIQUE INDEX app_users_email_key ON public.app_users USING btree (lower(email))
   CREATE UNIQUE INDEX app_users_pkey ON public.app_users USING btree (id)
   CREATE TRIGGER app_users_auth_users_sync AFTER INSERT OR DELETE OR UPDATE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_auth_users_sync()
+  CREATE TRIGGER app_users_end_sessions BEFORE DELETE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_app_users_end_sessions()
   CREATE TRIGGER app_users_updated_at BEFORE UPDATE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -1124,6 +1125,9 @@ function public.awp_agents_became_ready()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_agents_gateway_moved()
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_app_users_end_sessions()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_auth_users_sync()

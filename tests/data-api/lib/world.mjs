@@ -15,6 +15,8 @@ export const env = {
   get base() { return required('AWP_DATA_API_URL') },
   get adminDsn() { return required('AWP_DATA_API_ADMIN_DSN') },
   get readme() { return required('AWP_DATA_API_README') },
+  get jwtSecret() { return required('AWP_DATA_API_JWT_SECRET') },
+  get serviceRoleKey() { return required('AWP_DATA_API_SERVICE_ROLE_KEY') },
 }
 
 // Fixed ids, so a test names what it expects and a failure message says which row.
