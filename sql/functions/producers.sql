@@ -54,8 +54,27 @@ END
 $$;
 REVOKE ALL ON FUNCTION public.awp_enqueue_task_assignment() FROM PUBLIC, anon, authenticated;
 
--- A comment mentioning agents (the mentions array, as slugs with or without "@" or as agent
--- ids, plus @slug words in the body), except its own author. Key: comment_mention:<comment>:<agent>.
+-- The agents of a tenant a comment mentions: the mentions array (slugs with or without "@", or
+-- agent ids) and @slug words in the body, case-insensitive, except its author. One grammar for
+-- task_comments and the product's comments.
+CREATE OR REPLACE FUNCTION public.awp_mentioned_agents(p_tenant_id uuid, p_mentions text[], p_body text,
+                                                       p_author uuid)
+RETURNS TABLE (id uuid, slug text)
+LANGUAGE sql STABLE
+SET search_path = ''
+AS $$
+  WITH named AS (
+    SELECT lower(ltrim(btrim(m), '@')) AS name FROM unnest(p_mentions) AS m
+    UNION
+    SELECT lower(x[1]) FROM regexp_matches(coalesce(p_body, ''), '(?:^|[^A-Za-z0-9._-])@([A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]|[A-Za-z0-9])', 'g') AS x)
+  SELECT DISTINCT ag.id, ag.slug FROM public.agents ag JOIN named n
+      ON lower(ag.slug) = n.name OR ag.id::text = n.name
+   WHERE ag.tenant_id = p_tenant_id AND ag.id IS DISTINCT FROM p_author
+$$;
+REVOKE ALL ON FUNCTION public.awp_mentioned_agents(uuid, text[], text, uuid) FROM PUBLIC, anon, authenticated;
+
+-- A comment mentioning agents (awp_mentioned_agents), except its own author.
+-- Key: comment_mention:<comment>:<agent>.
 CREATE OR REPLACE FUNCTION public.awp_enqueue_comment_mentions() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = ''
@@ -65,14 +84,7 @@ DECLARE
   a record;
 BEGIN
   SELECT * INTO v_task FROM public.tasks t WHERE t.id = NEW.task_id;
-  FOR a IN
-    WITH named AS (
-      SELECT lower(ltrim(btrim(m), '@')) AS name FROM unnest(NEW.mentions) AS m
-      UNION
-      SELECT lower(x[1]) FROM regexp_matches(NEW.body, '(?:^|[^A-Za-z0-9._-])@([A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]|[A-Za-z0-9])', 'g') AS x)
-    SELECT DISTINCT ag.id, ag.slug FROM public.agents ag JOIN named n
-        ON lower(ag.slug) = n.name OR ag.id::text = n.name
-     WHERE ag.tenant_id = NEW.tenant_id AND ag.id IS DISTINCT FROM NEW.actor_agent_id
+  FOR a IN SELECT * FROM public.awp_mentioned_agents(NEW.tenant_id, NEW.mentions, NEW.body, NEW.actor_agent_id)
   LOOP
     PERFORM public.awp_enqueue_inbox_item(
       NEW.tenant_id, a.id, 'task_comment_mention', 'comment_mention:' || NEW.id || ':' || a.id,

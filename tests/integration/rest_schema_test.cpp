@@ -536,7 +536,7 @@ TEST_CASE("awp's own schema: the UI's embeds of tasks and agents resolve", "[res
     CHECK(sc.find_relationship({"public", "agent_inbox_items"}, "contacts",
                                "agent_inbox_items_contact_id_fkey")
               .is_to_one());
-    CHECK(sc.find_relationship({"public", "collection_records"}, "collections",
+    CHECK(sc.find_relationship({"public", "collection_records"}, "collection_definitions",
                                "collection_records_collection_id_fkey")
               .is_to_one());
 }
