@@ -2,10 +2,12 @@
 -- up from every usage row, with recompute_agent_budget; the notifications of task and
 -- deliverable events; a deliverable's review; comments that mention agents; interactions that
 -- date a contact and count a template's uses; get_agent_daily_usage with the two columns the
--- product's UI charts.
+-- product's UI charts; a task's deadline (due_at, else the end of due_date's day: the product's
+-- due_date is a calendar day) for the overdue escalation and its index.
 --
--- The functions are defined here as sql/functions/{budgets,activity,queries}.sql had them when
--- this file was written (the triggers below need them); those files hold their current bodies.
+-- The functions are defined here as sql/functions/{budgets,activity,queries,producers}.sql had
+-- them when this file was written (the triggers and the index below need them); those files hold
+-- their current bodies.
 
 -- sql/functions/budgets.sql
 
@@ -421,6 +423,73 @@ $$;
 REVOKE ALL ON FUNCTION public.get_agent_daily_usage(uuid, date, date) FROM PUBLIC, anon;
 GRANT EXECUTE ON FUNCTION public.get_agent_daily_usage(uuid, date, date) TO authenticated, service_role;
 
+-- sql/functions/producers.sql: a task's deadline, and the escalation by it
+
+-- A task's deadline: due_at, the instant; else the end of due_date's day (UTC). due_date is a
+-- calendar day to the original product's UI (its date picker sends "2026-03-06", midnight) and to
+-- its escalation (missed once due_date < the current date), so a task due on a day is not missed
+-- before that day has passed, and a recurring task spawned at its occurrence is not missed at once.
+CREATE OR REPLACE FUNCTION public.awp_task_deadline(p_due_at timestamptz, p_due_date timestamptz)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = ''
+AS $$
+  SELECT coalesce(p_due_at, (date_trunc('day', p_due_date AT TIME ZONE 'UTC') + interval '1 day') AT TIME ZONE 'UTC')
+$$;
+REVOKE ALL ON FUNCTION public.awp_task_deadline(timestamptz, timestamptz) FROM PUBLIC, anon;
+GRANT EXECUTE ON FUNCTION public.awp_task_deadline(timestamptz, timestamptz) TO authenticated, service_role;
+
+-- Called by the scheduler: every open, unarchived task past its deadline (awp_task_deadline:
+-- due_at, else the end of due_date's day) becomes missed; its agent gets a task_assignment item
+-- marked overdue (the spec has no overdue event type), and that agent's manager (reports_to) an
+-- escalation item. Keys: overdue:<task>:<due epoch>, overdue_escalation:<task>:<manager>:<due
+-- epoch>. Returns the number of tasks marked missed.
+CREATE OR REPLACE FUNCTION public.escalate_overdue_tasks() RETURNS integer
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  t record;
+  v_manager uuid;
+  v_due_key text;
+  v_count integer := 0;
+BEGIN
+  FOR t IN
+    WITH due AS (
+      SELECT q.id FROM public.tasks q
+       WHERE q.status IN ('todo', 'in_progress', 'blocked') AND q.archived_at IS NULL
+         AND public.awp_task_deadline(q.due_at, q.due_date) < now()
+       ORDER BY public.awp_task_deadline(q.due_at, q.due_date)
+       FOR UPDATE SKIP LOCKED)
+    UPDATE public.tasks u SET status = 'missed' FROM due WHERE u.id = due.id
+    RETURNING u.id, u.tenant_id, u.title, u.assignee_agent_id,
+              public.awp_task_deadline(u.due_at, u.due_date) AS due
+  LOOP
+    v_count := v_count + 1;
+    CONTINUE WHEN t.assignee_agent_id IS NULL;
+    v_due_key := floor(extract(epoch FROM t.due))::bigint::text;
+    PERFORM public.awp_enqueue_inbox_item(
+      t.tenant_id, t.assignee_agent_id, 'task_assignment', 'overdue:' || t.id || ':' || v_due_key,
+      t.title, 'OVERDUE: task missed its deadline: ' || t.title,
+      jsonb_build_object('overdue', true, 'escalation', true, 'task_title', t.title, 'due_at', t.due),
+      p_task_id => t.id);
+    SELECT a.reports_to_id INTO v_manager FROM public.agents a WHERE a.id = t.assignee_agent_id;
+    IF v_manager IS NOT NULL THEN
+      PERFORM public.awp_enqueue_inbox_item(
+        t.tenant_id, v_manager, 'task_assignment',
+        'overdue_escalation:' || t.id || ':' || v_manager || ':' || v_due_key,
+        t.title, 'ESCALATION: a report missed the deadline of: ' || t.title,
+        jsonb_build_object('overdue', true, 'escalation', true, 'task_title', t.title, 'due_at', t.due,
+                           'assignee_agent_id', t.assignee_agent_id),
+        p_task_id => t.id);
+    END IF;
+  END LOOP;
+  RETURN v_count;
+END
+$$;
+REVOKE ALL ON FUNCTION public.escalate_overdue_tasks() FROM PUBLIC, anon, authenticated;
+GRANT EXECUTE ON FUNCTION public.escalate_overdue_tasks() TO service_role;
+
 CREATE TRIGGER agent_budgets_before_write BEFORE INSERT OR UPDATE ON public.agent_budgets
   FOR EACH ROW EXECUTE FUNCTION public.awp_agent_budgets_before_write();
 CREATE TRIGGER agent_usage_budget AFTER INSERT ON public.agent_usage
@@ -437,6 +506,11 @@ CREATE TRIGGER entity_links_deliverable AFTER INSERT OR UPDATE OF review_status 
 CREATE TRIGGER comments_enqueue_mentions AFTER INSERT ON public.comments
   FOR EACH ROW WHEN (NEW.entity_type = 'task')
   EXECUTE FUNCTION public.awp_comments_enqueue_mentions();
+
+-- The overdue escalation finds open tasks past their deadline by this index.
+DROP INDEX public.tasks_overdue_idx;
+CREATE INDEX tasks_overdue_idx ON public.tasks (public.awp_task_deadline(due_at, due_date))
+  WHERE status IN ('todo', 'in_progress', 'blocked') AND archived_at IS NULL;
 
 -- Every agent's budget row, as the product makes them (no limit until one is set).
 INSERT INTO public.agent_budgets (agent_id, tenant_id)

@@ -1740,7 +1740,7 @@ table public.tasks (owner postgres), row level security
   constraint tasks_tenant_id_key UNIQUE (tenant_id, id)
   constraint tasks_title_check CHECK (btrim(title) <> ''::text)
   CREATE INDEX tasks_assignee_status_idx ON public.tasks USING btree (assignee_agent_id, status) WHERE (assignee_agent_id IS NOT NULL)
-  CREATE INDEX tasks_overdue_idx ON public.tasks USING btree (COALESCE(due_at, due_date)) WHERE ((status = ANY (ARRAY['todo'::public.task_status, 'in_progress'::public.task_status, 'blocked'::public.task_status])) AND (archived_at IS NULL))
+  CREATE INDEX tasks_overdue_idx ON public.tasks USING btree (public.awp_task_deadline(due_at, due_date)) WHERE ((status = ANY (ARRAY['todo'::public.task_status, 'in_progress'::public.task_status, 'blocked'::public.task_status])) AND (archived_at IS NULL))
   CREATE INDEX tasks_parent_idx ON public.tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL)
   CREATE UNIQUE INDEX tasks_pkey ON public.tasks USING btree (id)
   CREATE INDEX tasks_series_idx ON public.tasks USING btree (series_id) WHERE (series_id IS NOT NULL)
@@ -2108,6 +2108,9 @@ function public.awp_set_updated_at()
 function public.awp_sha256_hex(p text)
   returns text, sql IMMUTABLE STRICT PARALLEL SAFE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_task_deadline(p_due_at timestamp with time zone, p_due_date timestamp with time zone)
+  returns timestamp with time zone, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.awp_task_series_before_write()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE

@@ -204,11 +204,25 @@ END
 $$;
 REVOKE ALL ON FUNCTION public.awp_enqueue_deliverable_review() FROM PUBLIC, anon, authenticated;
 
--- Called by the scheduler: every open, unarchived task past its due time (due_at, else
--- due_date) becomes missed; its agent gets a task_assignment item marked overdue (the spec has
--- no overdue event type), and that agent's manager (reports_to) an escalation item.
--- Keys: overdue:<task>:<due epoch>, overdue_escalation:<task>:<manager>:<due epoch>.
--- Returns the number of tasks marked missed.
+-- A task's deadline: due_at, the instant; else the end of due_date's day (UTC). due_date is a
+-- calendar day to the original product's UI (its date picker sends "2026-03-06", midnight) and to
+-- its escalation (missed once due_date < the current date), so a task due on a day is not missed
+-- before that day has passed, and a recurring task spawned at its occurrence is not missed at once.
+CREATE OR REPLACE FUNCTION public.awp_task_deadline(p_due_at timestamptz, p_due_date timestamptz)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = ''
+AS $$
+  SELECT coalesce(p_due_at, (date_trunc('day', p_due_date AT TIME ZONE 'UTC') + interval '1 day') AT TIME ZONE 'UTC')
+$$;
+REVOKE ALL ON FUNCTION public.awp_task_deadline(timestamptz, timestamptz) FROM PUBLIC, anon;
+GRANT EXECUTE ON FUNCTION public.awp_task_deadline(timestamptz, timestamptz) TO authenticated, service_role;
+
+-- Called by the scheduler: every open, unarchived task past its deadline (awp_task_deadline:
+-- due_at, else the end of due_date's day) becomes missed; its agent gets a task_assignment item
+-- marked overdue (the spec has no overdue event type), and that agent's manager (reports_to) an
+-- escalation item. Keys: overdue:<task>:<due epoch>, overdue_escalation:<task>:<manager>:<due
+-- epoch>. Returns the number of tasks marked missed.
 CREATE OR REPLACE FUNCTION public.escalate_overdue_tasks() RETURNS integer
 LANGUAGE plpgsql
 SET search_path = ''
@@ -223,11 +237,12 @@ BEGIN
     WITH due AS (
       SELECT q.id FROM public.tasks q
        WHERE q.status IN ('todo', 'in_progress', 'blocked') AND q.archived_at IS NULL
-         AND coalesce(q.due_at, q.due_date) < now()
-       ORDER BY coalesce(q.due_at, q.due_date)
+         AND public.awp_task_deadline(q.due_at, q.due_date) < now()
+       ORDER BY public.awp_task_deadline(q.due_at, q.due_date)
        FOR UPDATE SKIP LOCKED)
     UPDATE public.tasks u SET status = 'missed' FROM due WHERE u.id = due.id
-    RETURNING u.id, u.tenant_id, u.title, u.assignee_agent_id, coalesce(u.due_at, u.due_date) AS due
+    RETURNING u.id, u.tenant_id, u.title, u.assignee_agent_id,
+              public.awp_task_deadline(u.due_at, u.due_date) AS due
   LOOP
     v_count := v_count + 1;
     CONTINUE WHEN t.assignee_agent_id IS NULL;
