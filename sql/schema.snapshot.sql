@@ -234,8 +234,22 @@ table public.agent_inbox_items (owner postgres), row level security, with (autov
    FROM public.gateway_roles g
   WHERE (g.role_name = SESSION_USER)), ( SELECT (public.awp_key_binding()).gateway_id AS gateway_id))))
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_manual_run PERMISSIVE FOR INSERT TO authenticated WITH CHECK (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = 'pending'::public.inbox_item_status) AND (event_type = ANY (ARRAY['routine_schedule'::public.inbox_event_type, 'routine_event'::public.inbox_event_type])) AND (dedup_key ~~ 'routine\_manual:%'::text)))
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  policy tenant_redrive PERMISSIVE FOR UPDATE TO authenticated USING (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = ANY (ARRAY['failed'::public.inbox_item_status, 'dead_letter'::public.inbox_item_status])))) WITH CHECK (((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)) AND (status = 'pending'::public.inbox_item_status)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+  column grants agent_id: authenticated: INSERT
+  column grants agent_slug: authenticated: INSERT
+  column grants attempt_count: authenticated: UPDATE
+  column grants context: authenticated: INSERT
+  column grants dedup_key: authenticated: INSERT
+  column grants event_type: authenticated: INSERT
+  column grants failed_at: authenticated: UPDATE
+  column grants payload: authenticated: INSERT
+  column grants routine_id: authenticated: INSERT
+  column grants status: authenticated: INSERT, UPDATE
+  column grants summary: authenticated: INSERT
+  column grants title: authenticated: INSERT
 
 table public.agent_usage (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
