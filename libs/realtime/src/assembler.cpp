@@ -154,12 +154,14 @@ step assembler::apply(pgoutput::message m) {
         change ch{change_kind::update, rel.schema, rel.name, {}, {}, pending_.commit_timestamp, 0};
         ch.new_row = columns(rel, up->new_row, false);
         if (up->old_kind != 0) ch.old_keys = columns(rel, up->old_row, true);
+        ch.old_full = up->old_kind == 'O';
         s = add(std::move(ch));
     } else if (auto* del = std::get_if<remove>(&m)) {
         need_tx("a Delete");
         const auto& rel = relation_of(del->relation);
         change ch{change_kind::remove, rel.schema, rel.name, {}, {}, pending_.commit_timestamp, 0};
         ch.old_keys = columns(rel, del->old_row, true);
+        ch.old_full = del->old_kind == 'O';
         s = add(std::move(ch));
     } else if (auto* tr = std::get_if<truncate>(&m)) {
         need_tx("a Truncate");

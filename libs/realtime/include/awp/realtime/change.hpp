@@ -30,6 +30,9 @@ struct change {
     // ISO 8601 UTC, as the client expects ("2026-11-26T23:40:35.758Z")
     std::string commit_timestamp;
     std::uint64_t lsn = 0;  // the commit's end LSN
+    // old_keys is the whole old row (REPLICA IDENTITY FULL): a DELETE's visibility can be asked
+    // of the row's policies (docs/realtime.md, "Who sees what")
+    bool old_full = false;
 };
 
 /// One committed transaction's changes, in order.
