@@ -569,7 +569,7 @@ TEST_CASE("realtime caps the sockets of one client address and of one user", "[a
     CHECK(reopened);
 }
 
-TEST_CASE("each gateway reads a slot of its own; an abandoned one is dropped by another",
+TEST_CASE("each gateway reads a slot of its own, and an abandoned one is dropped by another",
           "[api][realtime]") {
     world w;
     auto admin = w.db.admin();
