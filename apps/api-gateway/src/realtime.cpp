@@ -199,10 +199,12 @@ net::awaitable<void> realtime_hub::sweep() {
             }
             // Every token the socket acts with, as the data API would take it now (expiry with
             // its leeway, sign-out); the verified ones are cached, so this costs a lookup.
-            std::vector<std::string> tokens{s->apikey};
+            std::vector<std::string> tokens{s->key->token};
             {
                 std::lock_guard lock(s->mu);
-                for (const auto& [t, ch] : s->channels) tokens.push_back(ch.token);
+                for (const auto& [t, ch] : s->channels) {
+                    if (ch.as != s->key) tokens.push_back(ch.as->token);
+                }
             }
             std::optional<std::string> why;
             for (const auto& t : tokens) {

@@ -32,6 +32,8 @@ namespace net = boost::asio;
 
 class gateway;
 struct realtime_socket;
+struct realtime_token;
+struct data_principal;
 
 /// REALTIME_* settings (gateway_config holds them; gateway.cpp adds the options).
 struct realtime_config {
@@ -105,6 +107,10 @@ public:
     /// Counts `s` for `user` (its first channel as that user); false when the user holds
     /// max_sockets_per_user sockets already.
     bool claim_user(const std::shared_ptr<realtime_socket>& s, const std::string& user);
+    /// The token of a socket's apikey, verified (`who`): the same object for every socket that
+    /// presents the same key.
+    std::shared_ptr<const realtime_token> apikey_token(const std::string& apikey,
+                                                       const data_principal& who);
 
 private:
     net::awaitable<void> sweep();
@@ -119,6 +125,7 @@ private:
     std::set<std::shared_ptr<realtime_socket>> sockets_;
     std::map<std::string, std::size_t, std::less<>> per_address_;  ///< under mu_
     std::map<std::string, std::size_t, std::less<>> per_user_;     ///< under mu_
+    std::map<std::string, std::shared_ptr<const realtime_token>, std::less<>> apikeys_;  ///< mu_
     realtime_policies policies_;
     std::unique_ptr<realtime::capture> capture_;
     std::unique_ptr<net::steady_timer> sweep_timer_;

@@ -226,8 +226,8 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
                 t.s = s;
                 t.topic = topic;
                 t.join_ref = ch.join_ref;
-                t.who = ch.who;
-                needs.insert({rest::qualified_name{c.schema, c.table}, ch.who->role});
+                t.who = std::shared_ptr<const data_principal>(ch.as, &ch.as->who);
+                needs.insert({rest::qualified_name{c.schema, c.table}, ch.as->who.role});
                 wants[i].push_back(std::move(t));
             }
         }

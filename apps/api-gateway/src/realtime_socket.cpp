@@ -60,7 +60,30 @@ public:
     using core::error::error;
 };
 
+/// The token a channel acts as: one of the socket's channels' when it has the same (a UI joins
+/// several channels with one session), else a new one.
+std::shared_ptr<const realtime_token> channel_token(realtime_socket& s, std::string token,
+                                                    data_principal who) {
+    {
+        std::lock_guard lock(s.mu);
+        for (const auto& [topic, ch] : s.channels) {
+            if (ch.as && ch.as->token == token) return ch.as;
+        }
+    }
+    return std::make_shared<const realtime_token>(realtime_token{std::move(token), std::move(who)});
+}
+
 }  // namespace
+
+std::shared_ptr<const realtime_token> realtime_hub::apikey_token(const std::string& apikey,
+                                                                 const data_principal& who) {
+    std::lock_guard lock(mu_);
+    if (auto it = apikeys_.find(apikey); it != apikeys_.end()) return it->second;
+    if (apikeys_.size() >= 16) apikeys_.clear();  // a few keys are shared; others come and go
+    auto t = std::make_shared<const realtime_token>(realtime_token{apikey, who});
+    apikeys_.emplace(apikey, t);
+    return t;
+}
 
 http::websocket_options realtime_hub::socket_options() const {
     http::websocket_options o;
@@ -90,12 +113,11 @@ http::websocket_handler realtime_hub::handler() {
         auto s = std::make_shared<realtime_socket>();
         s->vsn = *v;
         try {
-            s->who = std::make_shared<const data_principal>(principal_of(g_, apikey));
+            s->key = apikey_token(apikey, principal_of(g_, apikey));
         } catch (const rest::api_error& e) {
             a.refusal = response::error(401, "unauthenticated", e.message());
             co_return a;
         }
-        s->apikey = std::move(apikey);
         s->address = r.remote;
         {
             std::lock_guard lock(mu_);
@@ -193,22 +215,21 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
         if (!m.join_ref) throw join_refused("a join needs a join_ref");
         realtime_channel ch;
         ch.join_ref = *m.join_ref;
-        ch.who = s->who;
-        ch.token = s->apikey;
+        ch.as = s->key;
         if (const auto* t = object_member(m.payload, "access_token"); t && !t->IsNull()) {
             if (!t->IsString()) throw join_refused("access_token must be a string");
             std::string token(t->GetString(), t->GetStringLength());
-            if (token != s->apikey) {
+            if (token != s->key->token) {
                 try {
-                    ch.who = std::make_shared<const data_principal>(principal_of(g_, token));
+                    auto who = principal_of(g_, token);
+                    ch.as = channel_token(*s, std::move(token), std::move(who));
                 } catch (const rest::api_error& e) {
                     throw join_refused(e.message());
                 }
-                ch.token = std::move(token);
             }
         }
         // One user does not take the process's sockets either.
-        if (!ch.who->sub.empty() && !claim_user(s, ch.who->sub)) {
+        if (!ch.as->who.sub.empty() && !claim_user(s, ch.as->who.sub)) {
             throw join_refused("too many realtime sockets for this user (at most " +
                                std::to_string(cfg_.max_sockets_per_user) + ")");
         }
@@ -245,7 +266,7 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
             std::set<realtime_policies::key> needs;
             for (const auto& b : ch.bindings) {
                 if (!b.filters.empty()) {
-                    needs.insert({rest::qualified_name{b.schema, *b.table}, ch.who->role});
+                    needs.insert({rest::qualified_name{b.schema, *b.table}, ch.as->who.role});
                 }
             }
             if (!needs.empty()) {
@@ -253,7 +274,7 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
                 for (const auto& b : ch.bindings) {
                     if (b.filters.empty()) continue;
                     const auto* f =
-                        snap->find(rest::qualified_name{b.schema, *b.table}, ch.who->role);
+                        snap->find(rest::qualified_name{b.schema, *b.table}, ch.as->who.role);
                     if (!f || !f->error.empty()) {
                         throw join_refused("the catalog could not be read; try again");
                     }
@@ -307,9 +328,11 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
             return;
         }
         std::string token(t->GetString(), t->GetStringLength());
-        std::shared_ptr<const data_principal> who;
+        std::shared_ptr<const realtime_token> as;
         try {
-            who = std::make_shared<const data_principal>(principal_of(g_, token));
+            auto who = principal_of(g_, token);
+            as = token == s->key->token ? s->key
+                                        : channel_token(*s, std::move(token), std::move(who));
         } catch (const rest::api_error& e) {
             // As the platform: the channel is told why and closed.
             std::string join_ref;
@@ -330,8 +353,7 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
         std::lock_guard lock(s->mu);
         auto it = s->channels.find(m.topic);
         if (it == s->channels.end()) return;
-        it->second.who = std::move(who);
-        it->second.token = std::move(token);
+        it->second.as = std::move(as);
         // No reply: realtime-js pushes access_token without waiting for one.
     };
 

@@ -18,20 +18,26 @@
 
 namespace awp::api {
 
+/// A token and whom it makes its bearer, as the data API took it. Shared: every socket of one
+/// apikey (the anon key, typically) holds the same one, and a channel acting as the apikey holds
+/// its socket's.
+struct realtime_token {
+    std::string token;  ///< re-checked by the sweep
+    data_principal who;
+};
+
 /// A joined channel (its topic is the key it is kept under): its bindings and who it acts as
 /// (the join's access_token, else the socket's apikey), refreshed by access_token messages.
 struct realtime_channel {
     std::string join_ref;
     std::vector<realtime::binding> bindings;
-    std::shared_ptr<const data_principal> who;  ///< shared with the socket when it is the apikey's
-    std::string token;  ///< re-checked by the sweep ("" = anon, nothing to expire)
+    std::shared_ptr<const realtime_token> as;
 };
 
 struct realtime_socket {
     std::shared_ptr<http::websocket> ws;
     realtime::phoenix::vsn vsn = realtime::phoenix::vsn::v2;
-    std::string apikey;                         ///< the socket's own token (the apikey parameter)
-    std::shared_ptr<const data_principal> who;  ///< the apikey's principal
+    std::shared_ptr<const realtime_token> key;  ///< the apikey parameter's
     std::string address;                        ///< the client's, for the per-address cap
     std::string user;  ///< the user it counts against (the first channel's token's sub), or ""
     /// When the client last sent a Phoenix message (steady clock, ms): the heartbeat timeout.
