@@ -4,10 +4,12 @@
 // one table (each sees only its own: the test fails if the RLS check were skipped), filters,
 // DELETE by privilege with its primary key only, a token that expires under a live socket, a
 // socket that answers pings but never heartbeats, the caps per address and per user, and a slot
-// per gateway (an abandoned one dropped by another).
+// per gateway (an abandoned one dropped by another), and a commit the slot has before new
+// snapshots see it.
 // The client library's own view is tests/data-api/realtime.test.mjs.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -19,9 +21,11 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/json.hpp"
+#include "awp/core/pg.hpp"
 #include "awp/core/uuid.hpp"
 #include "support/api_process.hpp"
 #include "support/child.hpp"
+#include "support/private_cluster.hpp"
 #include "support/test_db.hpp"
 #include "support/ws_client.hpp"
 
@@ -609,4 +613,81 @@ TEST_CASE("each gateway reads a slot of its own, and an abandoned one is dropped
                           {"JWT_SECRET", kApiJwtSecret},
                           {"API_PORT", "0"}});
     CHECK(bad.wait(std::chrono::seconds(20)) == 78);
+}
+
+TEST_CASE("realtime delivers a commit that the slot has before new snapshots see it",
+          "[realtime][commit]") {
+    // The commit record is flushed (the slot streams it) a moment before the committing session
+    // leaves Postgres' running transactions; a check run then does not see the row. Synchronous
+    // replication to a standby that never comes holds a session in that moment for as long as
+    // the test wants (a private cluster: the setting is the server's; other sessions commit
+    // locally).
+    namespace pg = awp::core::pg;
+    awp::test::private_cluster pgc(true);
+    {
+        auto c = pg::connection::connect(pgc.dsn());
+        c.exec("ALTER SYSTEM SET wal_level = logical");
+        c.exec("ALTER SYSTEM SET synchronous_standby_names = 'awp_nobody'");
+        c.exec("ALTER DATABASE awp SET synchronous_commit = local");
+        c.exec("CREATE ROLE awp_api LOGIN NOINHERIT");
+        c.exec("GRANT anon, authenticated, service_role TO awp_api");
+        c.exec("CREATE ROLE awp_realtime LOGIN REPLICATION");
+    }
+    pgc.restart();
+    auto admin = pg::connection::connect(pgc.dsn());
+    const auto tenant = std::string(
+        admin.exec("INSERT INTO tenants (name, slug) VALUES ('A', 'a') RETURNING id::text")
+            .text(0, 0));
+    const auto url = "@127.0.0.1:" + std::to_string(pgc.port()) + "/awp";
+    api_gateway_process gw("postgresql://awp_api" + url,
+                           {{"REALTIME_DATABASE_URL", "postgresql://awp_realtime" + url},
+                            {"REALTIME_SLOT", "awp_rt_commit"}});
+    wait_streaming(gw);
+    phoenix_client a(gw.port, jwt("authenticated", tenant));
+    REQUIRE(a.open());
+    REQUIRE(status_of(a.join("realtime:agents", agents_config("INSERT"))) == "ok");
+    auto checks = [&] {
+        return awp::core::json::parse(gw.get("/api/health").body)["realtime"]["visibility_checks"]
+            .GetUint64();
+    };
+    const auto checks_before = checks();
+
+    // The insert commits (in the WAL) and waits for the standby, still a running transaction.
+    std::atomic<int> pid{0};
+    std::thread writer([&] {
+        try {
+            auto c = pg::connection::connect(pgc.dsn());
+            pid = std::stoi(std::string(c.exec("SELECT pg_backend_pid()").text(0, 0)));
+            c.exec("SET synchronous_commit = remote_write");
+            c.exec("INSERT INTO agents (tenant_id, name, slug) VALUES ($1, 'held', 'held')",
+                   {tenant});
+        } catch (const std::exception& e) {
+            UNSCOPED_INFO("the held insert: " << e.what());
+        }
+    });
+    auto waiting = [&] {
+        return pid != 0 && admin.exec(
+                                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
+                                    "AND wait_event = 'SyncRep'",
+                                    {std::to_string(pid.load())})
+                                   .text(0, 0) == "1";
+    };
+    auto end = clock_type::now() + std::chrono::seconds(20);
+    while (!waiting() && clock_type::now() < end) std::this_thread::sleep_for(milliseconds(20));
+    REQUIRE(waiting());
+    // The gateway checked the change while no new snapshot saw it.
+    end = clock_type::now() + std::chrono::seconds(20);
+    while (checks() == checks_before && clock_type::now() < end) {
+        std::this_thread::sleep_for(milliseconds(20));
+    }
+    REQUIRE(checks() > checks_before);
+    CHECK(admin.exec("SELECT count(*) FROM agents WHERE slug = 'held'").text(0, 0) == "0");
+    // Released (the commit was local already): now every snapshot sees it, and so does the check.
+    admin.exec("SELECT pg_cancel_backend($1)", {std::to_string(pid.load())});
+    writer.join();
+    auto got = a.changes("realtime:agents", milliseconds(5000));
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].payload["data"]["record"]["slug"] == "held");
+    gw.stop();
+    admin.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots");
 }

@@ -10,6 +10,7 @@
 // table — and last the catalog's fingerprint, which must not have moved. Each event carries only
 // the columns the subscriber's role may select, and a filter on any other column never holds.
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <utility>
 
@@ -29,6 +30,12 @@ namespace awp::api {
 namespace {
 
 constexpr int kCatalogRetries = 3;  // fingerprint moved: read again and check again, this often
+/// A commit reaches the slot a moment before the committing session leaves Postgres' list of
+/// running transactions (the walsender reads the flushed commit record; the session then ends
+/// its transaction), so a check run in that moment would not see the row and drop its event.
+/// Each check's transaction first asks whether its snapshot sees the transaction committed; until
+/// one does, the checks are run again after a short wait, for this long at most.
+constexpr auto kCommitSeenWait = std::chrono::seconds(5);
 
 /// One channel that wants one change: the binding ids that matched, and who it acts as.
 struct target {
@@ -167,6 +174,20 @@ std::optional<pg::connection::pipelined> old_rows_statement(const group& g, cons
         std::move(p)};
 }
 
+/// Whether this statement's snapshot sees transaction `xid` (Begin's 32 bits, placed in the
+/// snapshot's epoch) as ended: below its xmax and not among its running ones.
+pg::connection::pipelined commit_seen_statement(std::uint32_t xid) {
+    pg::params p;
+    p.emplace_back(std::to_string(xid));
+    return pg::connection::pipelined{
+        "SELECT d > 0 AND d < 2147483648 AND NOT EXISTS (SELECT 1 FROM "
+        "pg_catalog.pg_snapshot_xip(s) AS x WHERE x::text::bigint = m - d) FROM (SELECT s, m, "
+        "((m - $1::bigint) % 4294967296 + 4294967296) % 4294967296 AS d FROM (SELECT s, "
+        "pg_catalog.pg_snapshot_xmax(s)::text::bigint AS m FROM (SELECT "
+        "pg_catalog.pg_current_snapshot() AS s) AS a) AS b) AS c",
+        std::move(p)};
+}
+
 /// Every column of the table is in the old row (an unchanged TOASTed value is not sent: its
 /// policies would see NULL, so such a row is shown to nobody).
 bool whole_old_row(const realtime::change& c, const rest::table& t) {
@@ -184,6 +205,12 @@ void warn_check_failed(const std::string& table, const std::string& role,
         "realtime: a visibility check failed; its changes are not delivered to the "
         "group",
         {{"table", table}, {"role", role}, {"sqlstate", sqlstate}});
+}
+void warn_commit_unseen(std::uint32_t xid) {
+    core::log::warn(
+        "realtime: a committed transaction stayed invisible to new snapshots; its changes are "
+        "checked as they are seen now",
+        {{"xid", std::to_string(xid)}});
 }
 void warn_catalog_moving() {
     core::log::warn(
@@ -235,6 +262,10 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
     if (needs.empty()) co_return;
     auto cache = co_await g_.schema_cache();
 
+    // Transaction ids below 3 are Postgres' own (never a user's transaction): nothing to wait for.
+    const bool await_commit = tx.xid >= 3;
+    const auto commit_deadline = std::chrono::steady_clock::now() + kCommitSeenWait;
+    std::chrono::milliseconds commit_pause{1};
     for (int attempt = 0;; ++attempt) {
         auto snap = co_await policies_.prepare(needs, *cache);
 
@@ -362,10 +393,16 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
         };
         bool fresh = true;
         bool batch_failed = false;
+        bool seen = true;  // every check's snapshot saw the transaction committed
+        // Past the deadline the checks stand as they are (logged): never wait without bound.
+        const bool ask_seen = await_commit && std::chrono::steady_clock::now() < commit_deadline;
         {
-            // The first group's settings open the transaction; the others' follow in it.
+            // The first group's settings open the transaction; the others' follow in it, after
+            // the question whether it sees the change's transaction (a snapshot that does is
+            // taken before every check's: each check sees it too).
             std::vector<pg::connection::pipelined> batch;
             std::vector<std::pair<std::size_t, stmt_of>> order;  // result index -> statement
+            if (ask_seen) batch.push_back(commit_seen_statement(tx.xid));
             pg::connection::pipelined first{"SELECT 1", {}};
             bool have_first = false;
             for (std::size_t gi = 0; gi < groups.size(); ++gi) {
@@ -386,7 +423,8 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
             try {
                 auto results = co_await run(std::move(first), std::move(batch));
                 fresh = realtime_policies::unchanged(*snap, results.back());
-                if (fresh) {
+                if (ask_seen) seen = results.front().get<bool>(0, 0);
+                if (fresh && seen) {
                     for (const auto& [idx, k] : order) {
                         if (idx != SIZE_MAX) apply(k.group, k, results[idx]);
                     }
@@ -395,9 +433,12 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
                 batch_failed = true;  // one group's check failed: each group alone, below
             }
         }
-        for (std::size_t gi = 0; batch_failed && fresh && gi < groups.size(); ++gi) {
+        for (std::size_t gi = 0; batch_failed && fresh && seen && gi < groups.size(); ++gi) {
             if (per_group[gi].empty()) continue;
-            auto b = per_group[gi];
+            std::vector<pg::connection::pipelined> b;
+            if (ask_seen) b.push_back(commit_seen_statement(tx.xid));
+            const std::size_t first_check = b.size();
+            b.insert(b.end(), per_group[gi].begin(), per_group[gi].end());
             b.push_back(realtime_policies::fingerprint_statement(*snap));
             try {
                 auto results = co_await run(as_pipelined(setups[gi]), std::move(b));
@@ -405,8 +446,12 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
                     fresh = false;
                     break;
                 }
+                if (ask_seen && !results.front().get<bool>(0, 0)) {
+                    seen = false;
+                    break;
+                }
                 for (std::size_t k = 0; k < kinds[gi].size(); ++k) {
-                    apply(gi, kinds[gi][k], results[k]);
+                    apply(gi, kinds[gi][k], results[first_check + k]);
                 }
             } catch (const pg::sql_error& e) {
                 // Its policy failed for these claims (a claim that is not a uuid, ...): the
@@ -414,6 +459,18 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
                 warn_check_failed(groups[gi].table.schema + "." + groups[gi].table.name,
                                   groups[gi].who->role, e.sqlstate());
             }
+        }
+        if (fresh && !seen) {
+            // Not yet seen by new snapshots: every check again in a moment.
+            if (std::chrono::steady_clock::now() + commit_pause >= commit_deadline) {
+                warn_commit_unseen(tx.xid);
+            }
+            net::steady_timer pause(co_await net::this_coro::executor);
+            pause.expires_after(commit_pause);
+            co_await pause.async_wait(net::use_awaitable);
+            commit_pause = std::min(commit_pause * 2, std::chrono::milliseconds(50));
+            --attempt;  // not the catalog's retry
+            continue;
         }
         if (!fresh) {
             policies_.invalidate(snap);

@@ -39,6 +39,9 @@ struct change {
 struct transaction {
     std::uint64_t commit_lsn = 0;
     std::string commit_timestamp;
+    /// Its transaction id (Begin's): the commit reaches the slot a moment before other sessions'
+    /// snapshots see it, so the visibility checks wait for a snapshot that does.
+    std::uint32_t xid = 0;
     std::vector<change> changes;
 };
 
