@@ -36,7 +36,7 @@ function start(name, port) {
       PATH: '/usr/bin:/bin',
       HOME: scratch,
       JWT_SECRET: need('AWP_DATA_API_JWT_SECRET'),
-      SERVICE_ROLE_KEY: need('AWP_DATA_API_SERVICE_KEY'),
+      SERVICE_ROLE_KEY: need('AWP_DATA_API_SERVICE_ROLE_KEY'),
       AWP_API_DATABASE_URL: need('AWP_DATA_API_API_DSN'),
       REALTIME_DATABASE_URL: need('AWP_DATA_API_REALTIME_DSN'),
       REALTIME_SLOT: need('AWP_DATA_API_SLOT'),
