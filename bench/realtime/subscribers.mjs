@@ -3,8 +3,9 @@
 // filtered to one agent's tasks (MODE=agent) or not (MODE=tenant: every task of its tenant, as
 // RLS lets it see). Socket i signs in as users[i % users.length] (ten users, or one per socket),
 // of tenant A when i is even and B when odd, watches agent floor(i / 2) % 50 of its tenant, and
-// connects to gateway i % urls.length. Latency of an event = its arrival here - the
-// commit_timestamp the server put in it (one clock: same machine). Protocol with run.sh, through
+// connects to gateway floor(i / 2) % urls.length (each gateway serves both tenants). Latency of
+// an event = its arrival here - the commit_timestamp the server put in it (one clock: same
+// machine). Protocol with run.sh, through
 // files in $DIR: writes `subscribed` when every channel answered SUBSCRIBED and `subs.txt` (socket
 // tenant agent), then times events from when `measure` appears (events before it are warm-up),
 // stops when `done` appears, writes `pairs.txt` (socket task-id of every event that came: run.sh
@@ -42,7 +43,7 @@ async function subscribe(i) {
   // The user's token as the client's access token (a callback, as a UI's session is). A token
   // only set with realtime.setAuth(token) is replaced by the callback's (the anon key) after the
   // join, and the channel then acts as anon.
-  const c = createClient(urls[i % urls.length], anon, {
+  const c = createClient(urls[Math.floor(i / 2) % urls.length], anon, {
     accessToken: async () => u.token,
     realtime: { params: { eventsPerSecond: -1 } },
   })
