@@ -256,6 +256,8 @@ std::string realtime_hub::health_json() const {
     j.w.Uint64(delivered.load());
     j.key("visibility_checks");
     j.w.Uint64(checks.load());
+    j.key("commit_waits");
+    j.w.Uint64(commit_waits.load());
     j.key("capture");
     if (capture_) {
         j.raw(realtime::status_json(capture_->status()));

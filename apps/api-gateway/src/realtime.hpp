@@ -95,8 +95,9 @@ public:
     [[nodiscard]] const realtime_config& config() const noexcept { return cfg_; }
     gateway& owner() noexcept { return g_; }
     std::atomic<std::size_t> channels{0};
-    std::atomic<std::uint64_t> delivered{0};  ///< events queued to sockets
-    std::atomic<std::uint64_t> checks{0};     ///< visibility statements run
+    std::atomic<std::uint64_t> delivered{0};     ///< events queued to sockets
+    std::atomic<std::uint64_t> checks{0};        ///< visibility statements whose answers were used
+    std::atomic<std::uint64_t> commit_waits{0};  ///< checks run again: the commit not yet seen
 
     /// The slot this process reads: <slot>_<instance>, a valid slot name (a-z, 0-9, _; at most
     /// 63 bytes). Throws core::config_error for a prefix or instance that cannot make one.

@@ -354,7 +354,8 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
             facts.read_only = true;
             setups[gi] = rest::setup_statement(facts);
         }
-        for (const auto& v : per_group) checks += v.size();
+        std::size_t statements = 0;
+        for (const auto& v : per_group) statements += v.size();
         auto as_pipelined = [](const rest::statement& s) {
             pg::params p;
             for (const auto& v : s.params) p.emplace_back(v);
@@ -462,6 +463,7 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
         }
         if (fresh && !seen) {
             // Not yet seen by new snapshots: every check again in a moment.
+            ++commit_waits;
             if (std::chrono::steady_clock::now() + commit_pause >= commit_deadline) {
                 warn_commit_unseen(tx.xid);
             }
@@ -485,6 +487,7 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
                 if (t.group != SIZE_MAX) t.visible = groups[t.group].visible[i];
             }
         }
+        checks += statements;
         break;
     }
 
