@@ -1,6 +1,7 @@
 // awpctl status: per gateway, the daemons alive (last heartbeat), queue depths by status, the
 // oldest pending age, dead letters and failed commands in the last hour; realtime's replication
-// slot (lag, confirmed LSN, WAL status against the cap); --json for scripts, --watch to refresh.
+// slots, one per api-gateway (lag, confirmed LSN, WAL status against the cap); --json for
+// scripts, --watch to refresh.
 #include <chrono>
 #include <iomanip>
 #include <iostream>
@@ -46,19 +47,23 @@ SELECT json_build_object(
     FROM gateways gw) g), '[]'),
   'knowledge', (SELECT COALESCE(json_object_agg(embedding_status, n), '{}')
                   FROM (SELECT embedding_status, count(*) AS n FROM knowledge_items GROUP BY 1) k),
-  -- realtime's slot (docs/realtime-capture.md): how far the gateway's reader is behind and how
-  -- close the slot is to the cap (max_slot_wal_keep_size) that would invalidate it.
+  -- realtime's slots, one per api-gateway (<prefix>_<instance>, docs/realtime-capture.md): how
+  -- far each reader is behind and how close its slot is to the cap (max_slot_wal_keep_size)
+  -- that would invalidate it.
   'realtime', json_build_object(
     'wal_level', current_setting('wal_level'),
     'max_slot_wal_keep_size', current_setting('max_slot_wal_keep_size'),
     'slot', $2::text,
-    'slot_status', (SELECT json_build_object(
-        'active', s.active, 'active_pid', s.active_pid, 'wal_status', s.wal_status,
-        'confirmed_lsn', s.confirmed_flush_lsn::text,
+    'slots', COALESCE((SELECT json_agg(json_build_object(
+        'name', s.slot_name, 'active', s.active, 'active_pid', s.active_pid,
+        'wal_status', s.wal_status, 'confirmed_lsn', s.confirmed_flush_lsn::text,
         'lag_bytes', pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_current_wal_lsn(),
                                                 s.confirmed_flush_lsn)::bigint,
-        'safe_wal_size', s.safe_wal_size)
-      FROM pg_catalog.pg_replication_slots s WHERE s.slot_name = $2::text))
+        'safe_wal_size', s.safe_wal_size) ORDER BY s.slot_name)
+      FROM pg_catalog.pg_replication_slots s
+     WHERE s.database = current_database()
+       AND (s.slot_name = $2::text
+            OR left(s.slot_name::text, length($2::text) + 1) = $2::text || '_')), '[]'))
 )::text
 )SQL";
 
@@ -99,21 +104,28 @@ void print_realtime(const rapidjson::Value& r) {
                   << " (needs logical and a server restart; docs/realtime-capture.md)\n";
         return;
     }
-    const auto& s = r["slot_status"];
-    if (!s.IsObject()) {
-        std::cout << "slot " << slot << " not made yet (the api-gateway makes it when it starts)\n";
+    const auto& slots = r["slots"];
+    if (!slots.IsArray() || slots.Empty()) {
+        std::cout << "no slot " << slot
+                  << "_* yet (each api-gateway makes its own when it starts)\n";
         return;
     }
-    std::cout << "slot " << slot << " " << (s["active"].GetBool() ? "active" : "INACTIVE") << ", "
-              << bytes(count_of(s, "lag_bytes")) << " behind (confirmed "
-              << (s["confirmed_lsn"].IsString() ? s["confirmed_lsn"].GetString() : "-")
-              << "), wal_status "
-              << (s["wal_status"].IsString() ? s["wal_status"].GetString() : "-") << ", cap "
-              << r["max_slot_wal_keep_size"].GetString();
-    if (s["safe_wal_size"].IsInt64()) {
-        std::cout << " (" << bytes(s["safe_wal_size"].GetInt64()) << " left)";
+    bool first = true;
+    for (const auto& s : slots.GetArray()) {
+        if (!first) std::cout << "realtime: ";
+        first = false;
+        std::cout << "slot " << s["name"].GetString() << " "
+                  << (s["active"].GetBool() ? "active" : "INACTIVE") << ", "
+                  << bytes(count_of(s, "lag_bytes")) << " behind (confirmed "
+                  << (s["confirmed_lsn"].IsString() ? s["confirmed_lsn"].GetString() : "-")
+                  << "), wal_status "
+                  << (s["wal_status"].IsString() ? s["wal_status"].GetString() : "-") << ", cap "
+                  << r["max_slot_wal_keep_size"].GetString();
+        if (s["safe_wal_size"].IsInt64()) {
+            std::cout << " (" << bytes(s["safe_wal_size"].GetInt64()) << " left)";
+        }
+        std::cout << "\n";
     }
-    std::cout << "\n";
 }
 
 void print_human(const std::string& json) {
@@ -163,7 +175,8 @@ command add_status(CLI::App& root, context& ctx) {
                     "A daemon is alive when its heartbeat is younger than this (seconds)")
         ->check(CLI::Range(1, 86400))
         ->capture_default_str();
-    app->add_option("--realtime-slot", o.slot, "Realtime's replication slot (REALTIME_SLOT)")
+    app->add_option("--realtime-slot", o.slot,
+                    "The prefix of realtime's replication slots (REALTIME_SLOT)")
         ->envname("REALTIME_SLOT")
         ->capture_default_str();
     return {

@@ -1,12 +1,15 @@
 // The realtime benchmark's clients (bench/realtime/run.sh runs it): N sockets of the unmodified
 // @supabase/supabase-js, each with one channel subscribed to postgres_changes INSERT on tasks,
 // filtered to one agent's tasks (MODE=agent) or not (MODE=tenant: every task of its tenant, as
-// RLS lets it see). Tokens of ten users (five per tenant) are spread over the sockets, so the
-// gateway sees ten claim groups. Latency of an event = its arrival here - the commit_timestamp
-// the server put in it (one clock: same machine). Protocol with run.sh, through files in $DIR:
-// writes `subscribed` when every channel answered SUBSCRIBED, then counts events until
-// `measure` appears (events before it are warm-up), stops counting when `done` appears, and
-// prints one JSON line of figures.
+// RLS lets it see). Socket i signs in as users[i % users.length] (ten users, or one per socket),
+// of tenant A when i is even and B when odd, watches agent floor(i / 2) % 50 of its tenant, and
+// connects to gateway floor(i / 2) % urls.length (each gateway serves both tenants). Latency of
+// an event = its arrival here - the commit_timestamp the server put in it (one clock: same
+// machine). Protocol with run.sh, through
+// files in $DIR: writes `subscribed` when every channel answered SUBSCRIBED and `subs.txt` (socket
+// tenant agent), then times events from when `measure` appears (events before it are warm-up),
+// stops when `done` appears, writes `pairs.txt` (socket task-id of every event that came: run.sh
+// compares them with the tasks each socket should have seen) and prints one JSON line of figures.
 import { createClient } from '@supabase/supabase-js'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -16,7 +19,7 @@ const need = (k) => {
   if (v === undefined || v === '') throw new Error(`${k} is not set (bench/realtime/run.sh sets it)`)
   return v
 }
-const url = need('RT_URL')
+const urls = need('RT_URLS').split(',')
 const anon = need('RT_ANON')
 const dir = need('RT_DIR')
 const n = Number(need('RT_N'))
@@ -26,20 +29,21 @@ const batch = Number(process.env.RT_BATCH || 50)
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const clients = []
+const subs = []
+const pairs = []
 let measuring = false
 let stopped = false
-let lat = []
+const lat = []
 let received = 0
-let firstAt = 0
-let lastAt = 0
 
 async function subscribe(i) {
   const u = users[i % users.length]
-  const agent = u.agents[Math.floor(i / users.length) % u.agents.length]
+  const agent = u.agents[Math.floor(i / 2) % u.agents.length]
+  subs[i] = `${i} ${u.tenant} ${agent}`
   // The user's token as the client's access token (a callback, as a UI's session is). A token
   // only set with realtime.setAuth(token) is replaced by the callback's (the anon key) after the
   // join, and the channel then acts as anon.
-  const c = createClient(url, anon, {
+  const c = createClient(urls[Math.floor(i / 2) % urls.length], anon, {
     accessToken: async () => u.token,
     realtime: { params: { eventsPerSecond: -1 } },
   })
@@ -51,15 +55,15 @@ async function subscribe(i) {
   const binding = { event: 'INSERT', schema: 'public', table: 'tasks' }
   if (mode === 'agent') binding.filter = `assignee_agent_id=eq.${agent}`
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`socket ${i}: not subscribed in 30 s`)), 30000)
+    const timer = setTimeout(() => reject(new Error(`socket ${i}: not subscribed in 60 s`)), 60000)
     c.channel(`bench-${i}`)
       .on('postgres_changes', binding, (p) => {
-        if (!measuring || stopped) return
-        const now = Date.now()
+        if (stopped) return
+        // Every event, warm-up's too: run.sh keeps those of its window's tasks.
+        pairs.push(`${i} ${p.new.id}`)
+        if (!measuring) return
         received++
-        if (!firstAt) firstAt = now
-        lastAt = now
-        lat.push(now - Date.parse(p.commit_timestamp))
+        lat.push(Date.now() - Date.parse(p.commit_timestamp))
       })
       .subscribe((status, err) => {
         if (status === 'SUBSCRIBED') {
@@ -80,14 +84,18 @@ for (let i = 0; i < n; i += batch) {
   await Promise.all(part)
 }
 const subscribeMs = Date.now() - t0
+writeFileSync(join(dir, 'subs.txt'), subs.join('\n') + '\n')
 writeFileSync(join(dir, 'subscribed'), `${subscribeMs}\n`)
 while (!existsSync(join(dir, 'measure'))) await sleep(20)
 measuring = true
 const mt0 = Date.now()
 while (!existsSync(join(dir, 'done'))) await sleep(20)
-await sleep(1000) // what was committed before `done` and is still on its way
+// What was committed before `done` and is still on its way (run.sh's own wait for the slot to
+// be confirmed past the last write comes first).
+await sleep(Number(process.env.RT_DRAIN_MS || 2000))
 stopped = true
-const window = (Date.now() - 1000 - mt0) / 1000
+const window = (Date.now() - Number(process.env.RT_DRAIN_MS || 2000) - mt0) / 1000
+writeFileSync(join(dir, 'pairs.txt'), pairs.join('\n') + (pairs.length ? '\n' : ''))
 lat.sort((a, b) => a - b)
 const q = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor((lat.length * p) / 100))] : null)
 console.log(JSON.stringify({

@@ -39,13 +39,15 @@ db=awp_t_data_api_$(openssl rand -hex 5)
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/awp-data-api.XXXXXX")
 pids=()
 status=1
-# Realtime's replication slot, the suite's own (slot names are the cluster's): dropped before its
-# database, which a slot would keep from being dropped.
+# Realtime's replication slots, the suite's own (REALTIME_SLOT is their prefix, each gateway adds
+# its instance; slot names are the cluster's): dropped before its database, which a slot would
+# keep from being dropped.
 slot=awp_t_rt_$(openssl rand -hex 5)
 cleanup() {
   for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  q "$admin" -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = '$slot'" \
+  q "$admin" -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+                 WHERE left(slot_name, length('$slot') + 1) = '${slot}_' AND NOT active" \
     >/dev/null 2>&1 || true
   if ((status != 0)); then
     for f in "$scratch"/*.log; do
@@ -116,6 +118,11 @@ export AWP_DATA_API_URL=http://127.0.0.1:$api_port
 # runtime, AWP_OPENCLAW, for a tenant of its own).
 export AWP_BIN_DIR=$BIN AWP_REPO=$REPO
 export AWP_DATA_API_DAEMON_DSN="postgresql://awp_daemon:$AWP_PG_DAEMON_PASSWORD@$host/$db"
+# For the files that start more gateways on the same database (realtime-gateways: several
+# api-gateway processes behind one address), with the suite's slot prefix and a scratch folder.
+export AWP_DATA_API_API_DSN="postgresql://awp_api:$AWP_PG_API_PASSWORD@$host/$db"
+export AWP_DATA_API_REALTIME_DSN="postgresql://awp_realtime:$AWP_PG_REALTIME_PASSWORD@$host/$db"
+export AWP_DATA_API_SLOT=$slot AWP_DATA_API_SCRATCH=$scratch
 files=("$@")
 ((${#files[@]})) || files=("$HERE"/*.test.mjs)
 log "gateway on $AWP_DATA_API_URL, database $db; ${#files[@]} test files"

@@ -68,7 +68,7 @@ TEST_CASE("awpctl status reports queue depths per gateway from the rows", "[awpc
     CHECK(human.find("pending 2") != std::string::npos);
 }
 
-TEST_CASE("awpctl status shows realtime's slot and its lag, and realtime drop-slot removes it",
+TEST_CASE("awpctl status shows realtime's slots and their lag, and realtime drop-slot removes them",
           "[awpctl][realtime]") {
     awp::test::scoped_database db;
     auto c = db.admin();
@@ -76,9 +76,12 @@ TEST_CASE("awpctl status shows realtime's slot and its lag, and realtime drop-sl
     auto [rc0, none] =
         awpctl({"--database-url", db.admin_dsn(), "status", "--realtime-slot", slot});
     CHECK(rc0 == 0);
-    CHECK(none.find("realtime: slot " + slot + " not made yet") != std::string::npos);
+    CHECK(none.find("realtime: no slot " + slot + "_* yet") != std::string::npos);
 
-    c.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot});
+    // Two gateways' slots of the prefix; another prefix's is not theirs.
+    c.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot + "_a1"});
+    c.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot + "_b2"});
+    c.exec("SELECT pg_create_logical_replication_slot($1, 'pgoutput')", {slot + "x_c3"});
     c.exec("CREATE TABLE rt_lag (id int PRIMARY KEY, body text)");
     c.exec("INSERT INTO rt_lag SELECT g, repeat('x', 1000) FROM generate_series(1, 200) g");
     auto [rc, out] =
@@ -90,19 +93,24 @@ TEST_CASE("awpctl status shows realtime's slot and its lag, and realtime drop-sl
     const auto& rt = d["realtime"];
     CHECK(std::string(rt["wal_level"].GetString()) == "logical");
     CHECK(std::string(rt["slot"].GetString()) == slot);
-    REQUIRE(rt["slot_status"].IsObject());
-    CHECK_FALSE(rt["slot_status"]["active"].GetBool());
-    CHECK(std::string(rt["slot_status"]["wal_status"].GetString()) == "reserved");
-    CHECK(rt["slot_status"]["lag_bytes"].GetInt64() > 100'000);  // nobody read the inserts
+    REQUIRE(rt["slots"].IsArray());
+    REQUIRE(rt["slots"].Size() == 2);
+    CHECK(std::string(rt["slots"][0]["name"].GetString()) == slot + "_a1");
+    CHECK_FALSE(rt["slots"][0]["active"].GetBool());
+    CHECK(std::string(rt["slots"][0]["wal_status"].GetString()) == "reserved");
+    CHECK(rt["slots"][1]["lag_bytes"].GetInt64() > 100'000);  // nobody read the inserts
     auto [rc2, human] =
         awpctl({"--database-url", db.admin_dsn(), "status", "--realtime-slot", slot});
     CHECK(rc2 == 0);
-    CHECK(human.find("realtime: slot " + slot + " INACTIVE") != std::string::npos);
+    CHECK(human.find("realtime: slot " + slot + "_a1 INACTIVE") != std::string::npos);
+    CHECK(human.find("realtime: slot " + slot + "_b2 INACTIVE") != std::string::npos);
 
     auto [rc3, dropped] =
         awpctl({"--database-url", db.admin_dsn(), "realtime", "drop-slot", "--slot", slot});
     CHECK(rc3 == 0);
-    CHECK(c.exec("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1", {slot}).empty());
+    CHECK(c.exec("SELECT 1 FROM pg_replication_slots WHERE slot_name LIKE $1 || '\\_%'", {slot})
+              .empty());
+    CHECK(c.exec("SELECT pg_drop_replication_slot($1)", {slot + "x_c3"}).size() == 1);
 }
 
 TEST_CASE("awpctl token mints tokens that verify with the same secret only", "[awpctl]") {

@@ -2,10 +2,14 @@
 // over /realtime/v1/websocket with the test websocket client as realtime-js would drive it:
 // the Phoenix protocol in both vsn, the limits a hostile client meets, rows of two tenants on
 // one table (each sees only its own: the test fails if the RLS check were skipped), filters,
-// DELETE by privilege with its primary key only, and a token that expires under a live socket.
+// DELETE by privilege with its primary key only, a token that expires under a live socket, a
+// socket that answers pings but never heartbeats, the caps per address and per user, and a slot
+// per gateway (an abandoned one dropped by another), and a commit the slot has before new
+// snapshots see it.
 // The client library's own view is tests/data-api/realtime.test.mjs.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
@@ -17,8 +21,11 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/json.hpp"
+#include "awp/core/pg.hpp"
 #include "awp/core/uuid.hpp"
 #include "support/api_process.hpp"
+#include "support/child.hpp"
+#include "support/private_cluster.hpp"
 #include "support/test_db.hpp"
 #include "support/ws_client.hpp"
 
@@ -52,8 +59,9 @@ std::string jwt(const std::string& role, const std::string& tenant = {}, long lo
     return crypto::jwt_sign_hs256(claims, kApiJwtSecret);
 }
 
-/// The scratch database, two tenants, and a replication slot of the test's own (slot names
-/// are the cluster's): dropped before the database goes.
+/// The scratch database, two tenants, and the replication slots of the test's own gateways
+/// (REALTIME_SLOT is their prefix; slot names are the cluster's): dropped before the database
+/// goes.
 struct world {
     awp::test::scoped_database db;
     std::string tenant_a, tenant_b;
@@ -75,13 +83,12 @@ struct world {
         try {
             auto admin = db.admin();
             for (int i = 0; i < 50; ++i) {
-                auto r = admin.exec("SELECT active FROM pg_replication_slots WHERE slot_name = $1",
-                                    {slot});
-                if (r.size() == 0) break;
-                if (r.text(0, 0) == "f") {
-                    admin.exec("SELECT pg_drop_replication_slot($1)", {slot});
-                    break;
-                }
+                auto r = admin.exec(
+                    "SELECT count(*) FILTER (WHERE active), "
+                    "count(pg_drop_replication_slot(slot_name)) FILTER (WHERE NOT active) "
+                    "FROM pg_replication_slots WHERE left(slot_name, length($1) + 1) = $1 || '_'",
+                    {slot});
+                if (r.text(0, 0) == "0") break;
                 std::this_thread::sleep_for(milliseconds(100));
             }
         } catch (...) {
@@ -477,4 +484,208 @@ TEST_CASE("REALTIME=off serves no realtime route and says so in /api/health", "[
     CHECK(h["realtime"]["capture"]["state"] == "off");
     // The rest of the gateway is untouched.
     CHECK(gw.get("/rest/v1/agents?select=id", {}).status < 500);
+}
+
+TEST_CASE("a realtime socket that answers pings but sends no Phoenix heartbeat is closed",
+          "[api][realtime]") {
+    world w;
+    // The websocket's own idle timeout pings every 2 s and the client answers: only the
+    // heartbeat rule can close it.
+    api_gateway_process gw(w.db.api_dsn(), w.gateway_env({{"REALTIME_HEARTBEAT_TIMEOUT", "5"},
+                                                          {"REALTIME_IDLE_TIMEOUT", "4"}}));
+    const auto a = jwt("authenticated", w.tenant_a);
+    phoenix_client silent(gw.port, a), beating(gw.port, a);
+    REQUIRE(silent.open());
+    REQUIRE(beating.open());
+    REQUIRE(status_of(silent.join("realtime:agents", agents_config("*"))) == "ok");
+    REQUIRE(status_of(beating.join("realtime:agents", agents_config("*"))) == "ok");
+    const auto start = clock_type::now();
+    std::optional<ws_client::frame> closed;
+    int pings = 0;
+    while (!closed && clock_type::now() - start < std::chrono::seconds(20)) {
+        // The silent one only reads (and so answers pings); the other heartbeats every second.
+        auto f = silent.ws().read_frame(milliseconds(1000));
+        if (f && f->op == ws_client::ping) {
+            ++pings;
+            silent.ws().send_frame(ws_client::pong, f->payload);
+        } else if (f && f->op == ws_client::close_frame) {
+            closed = f;
+        }
+        beating.push("phoenix", "heartbeat", "{}");
+        (void)beating.wait([](const auto& m) { return m.event == "phx_reply"; }, milliseconds(500));
+    }
+    REQUIRE(closed);
+    CHECK(pings >= 1);  // it did answer the websocket's pings all along
+    CHECK(closed->close_code() == 1008);
+    CHECK(closed->close_reason().find("no heartbeat") != std::string::npos);
+    const auto after = clock_type::now() - start;
+    CHECK(after >= std::chrono::seconds(4));
+    // The one that heartbeats is still served.
+    const auto hb = beating.push("phoenix", "heartbeat", "{}");
+    CHECK(beating.wait([&](const auto& m) { return m.event == "phx_reply" && m.ref == hb; }));
+}
+
+TEST_CASE("realtime caps the sockets of one client address and of one user", "[api][realtime]") {
+    world w;
+    api_gateway_process gw(w.db.api_dsn(), w.gateway_env({{"REALTIME_MAX_SOCKETS_PER_ADDRESS", "3"},
+                                                          {"REALTIME_MAX_SOCKETS_PER_USER", "2"}}));
+    // Two sessions of one user (one sub, two tokens) and a third: the third socket's join as that
+    // user is refused; another user is not.
+    const auto sub = awp::core::uuid::generate_v4().to_string();
+    auto token_of = [&](const std::string& who) {
+        const std::string claims = R"({"sub":")" + who + R"(","role":"authenticated","exp":)" +
+                                   std::to_string(now_s() + 3600) + R"(,"session_id":")" +
+                                   awp::core::uuid::generate_v4().to_string() +
+                                   R"(","app_metadata":{"tenant_id":")" + w.tenant_a + R"("}})";
+        return crypto::jwt_sign_hs256(claims, kApiJwtSecret);
+    };
+    const auto anon = jwt("anon");
+    {
+        phoenix_client s1(gw.port, anon), s2(gw.port, anon), s3(gw.port, anon);
+        for (auto* c : {&s1, &s2, &s3}) REQUIRE(c->open());
+        REQUIRE(status_of(s1.join("realtime:a", "{}",
+                                  R"(,"access_token":")" + token_of(sub) + "\"")) == "ok");
+        REQUIRE(status_of(s2.join("realtime:a", "{}",
+                                  R"(,"access_token":")" + token_of(sub) + "\"")) == "ok");
+        const auto refused =
+            s3.join("realtime:a", "{}", R"(,"access_token":")" + token_of(sub) + "\"");
+        CHECK(reason_of(refused).find("too many realtime sockets for this user") !=
+              std::string::npos);
+        CHECK(status_of(s3.join("realtime:b", "{}",
+                                R"(,"access_token":")" +
+                                    token_of(awp::core::uuid::generate_v4().to_string()) + "\"")) ==
+              "ok");
+        // A fourth socket from this address is refused at the upgrade, with Retry-After.
+        ws_client fourth(gw.port, "/realtime/v1/websocket?apikey=" + anon + "&vsn=2.0.0");
+        CHECK(fourth.answer().status == 429);
+        CHECK(fourth.answer().head.find("retry-after: 5") != std::string::npos);
+    }
+    // Closed sockets give their places back (the server notices the close).
+    bool reopened = false;
+    for (int i = 0; i < 50 && !reopened; ++i) {
+        phoenix_client again(gw.port, anon);
+        if (again.open()) {
+            reopened = status_of(again.join("realtime:a", "{}",
+                                            R"(,"access_token":")" + token_of(sub) + "\"")) == "ok";
+        }
+        if (!reopened) std::this_thread::sleep_for(milliseconds(100));
+    }
+    CHECK(reopened);
+}
+
+TEST_CASE("each gateway reads a slot of its own, and an abandoned one is dropped by another",
+          "[api][realtime]") {
+    world w;
+    auto admin = w.db.admin();
+    auto slots = [&] {
+        std::vector<std::string> out;
+        auto r = admin.exec(
+            "SELECT slot_name || ':' || active FROM pg_replication_slots "
+            "WHERE left(slot_name, length($1) + 1) = $1 || '_' ORDER BY 1",
+            {w.slot});
+        for (int i = 0; i < r.size(); ++i) out.emplace_back(r.text(i, 0));
+        return out;
+    };
+    {
+        api_gateway_process one(w.db.api_dsn(), w.gateway_env({{"REALTIME_INSTANCE", "one"}}));
+        wait_streaming(one);
+        CHECK(slots() == std::vector<std::string>{w.slot + "_one:true"});
+        CHECK(one.stop() == 0);
+    }
+    CHECK(slots() == std::vector<std::string>{w.slot + "_one:false"});  // kept for its return
+    // A second gateway: a slot of its own beside it; the first's, inactive at one position past
+    // REALTIME_SLOT_ABANDON, is dropped (it would hold WAL for nobody).
+    api_gateway_process two(w.db.api_dsn(), w.gateway_env({{"REALTIME_INSTANCE", "two"},
+                                                           {"REALTIME_SLOT_ABANDON", "1"}}));
+    wait_streaming(two);
+    const auto end = clock_type::now() + std::chrono::seconds(60);
+    while (slots().size() > 1 && clock_type::now() < end) {
+        std::this_thread::sleep_for(milliseconds(250));
+    }
+    CHECK(slots() == std::vector<std::string>{w.slot + "_two:true"});
+    auto h = awp::core::json::parse(two.get("/api/health").body);
+    CHECK(h["realtime"]["capture"]["slots_dropped"].GetUint64() == 1);
+    CHECK(h["realtime"]["capture"]["slot"] == (w.slot + "_two").c_str());
+    // A prefix or instance that cannot make a slot name is bad configuration (exit 78).
+    awp::test::child bad({AWP_BIN_DIR "/awp-api-gateway"},
+                         {{"REALTIME_SLOT", "Bad-Name"},
+                          {"AWP_API_DATABASE_URL", w.db.api_dsn()},
+                          {"JWT_SECRET", kApiJwtSecret},
+                          {"API_PORT", "0"}});
+    CHECK(bad.wait(std::chrono::seconds(20)) == 78);
+}
+
+TEST_CASE("realtime delivers a commit that the slot has before new snapshots see it",
+          "[realtime][commit]") {
+    // The commit record is flushed (the slot streams it) a moment before the committing session
+    // leaves Postgres' running transactions; a check run then does not see the row. Synchronous
+    // replication to a standby that never comes holds a session in that moment for as long as
+    // the test wants (a private cluster: the setting is the server's; other sessions commit
+    // locally).
+    namespace pg = awp::core::pg;
+    awp::test::private_cluster pgc(true);
+    {
+        auto c = pg::connection::connect(pgc.dsn());
+        c.exec("ALTER SYSTEM SET wal_level = logical");
+        c.exec("ALTER SYSTEM SET synchronous_standby_names = 'awp_nobody'");
+        c.exec("ALTER DATABASE awp SET synchronous_commit = local");
+        c.exec("CREATE ROLE awp_api LOGIN NOINHERIT");
+        c.exec("GRANT anon, authenticated, service_role TO awp_api");
+        c.exec("CREATE ROLE awp_realtime LOGIN REPLICATION");
+    }
+    pgc.restart();
+    auto admin = pg::connection::connect(pgc.dsn());
+    const auto tenant = std::string(
+        admin.exec("INSERT INTO tenants (name, slug) VALUES ('A', 'a') RETURNING id::text")
+            .text(0, 0));
+    const auto url = "@127.0.0.1:" + std::to_string(pgc.port()) + "/awp";
+    api_gateway_process gw("postgresql://awp_api" + url,
+                           {{"REALTIME_DATABASE_URL", "postgresql://awp_realtime" + url},
+                            {"REALTIME_SLOT", "awp_rt_commit"}});
+    wait_streaming(gw);
+    phoenix_client a(gw.port, jwt("authenticated", tenant));
+    REQUIRE(a.open());
+    REQUIRE(status_of(a.join("realtime:agents", agents_config("INSERT"))) == "ok");
+    auto waits = [&] {
+        return awp::core::json::parse(gw.get("/api/health").body)["realtime"]["commit_waits"]
+            .GetUint64();
+    };
+    REQUIRE(waits() == 0);
+
+    // The insert commits (in the WAL) and waits for the standby, still a running transaction.
+    std::atomic<int> pid{0};
+    std::thread writer([&] {
+        try {
+            auto c = pg::connection::connect(pgc.dsn());
+            pid = std::stoi(std::string(c.exec("SELECT pg_backend_pid()").text(0, 0)));
+            c.exec("SET synchronous_commit = remote_write");
+            c.exec("INSERT INTO agents (tenant_id, name, slug) VALUES ($1, 'held', 'held')",
+                   {tenant});
+        } catch (const std::exception& e) {
+            UNSCOPED_INFO("the held insert: " << e.what());
+        }
+    });
+    auto waiting = [&] {
+        return pid != 0 && admin.exec(
+                                    "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 "
+                                    "AND wait_event = 'SyncRep'",
+                                    {std::to_string(pid.load())})
+                                   .text(0, 0) == "1";
+    };
+    auto end = clock_type::now() + std::chrono::seconds(20);
+    while (!waiting() && clock_type::now() < end) std::this_thread::sleep_for(milliseconds(20));
+    REQUIRE(waiting());
+    // The gateway has the change and found that no new snapshot sees it yet.
+    end = clock_type::now() + std::chrono::seconds(20);
+    while (waits() == 0 && clock_type::now() < end) std::this_thread::sleep_for(milliseconds(20));
+    REQUIRE(waits() > 0);
+    CHECK(admin.exec("SELECT count(*) FROM agents WHERE slug = 'held'").text(0, 0) == "0");
+    // Released (the commit was local already): now every snapshot sees it, and so does the check.
+    admin.exec("SELECT pg_cancel_backend($1)", {std::to_string(pid.load())});
+    writer.join();
+    auto got = a.changes("realtime:agents", milliseconds(5000));
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].payload["data"]["record"]["slug"] == "held");
+    gw.stop();
+    admin.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots");
 }

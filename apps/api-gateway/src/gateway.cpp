@@ -235,7 +235,8 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
     cli.secret(app.add_option("--realtime-database-url", rt.database_url,
                               "The REPLICATION login realtime reads the change stream with")
                    ->envname("REALTIME_DATABASE_URL"));
-    app.add_option("--realtime-slot", rt.slot, "The logical replication slot realtime reads")
+    app.add_option("--realtime-slot", rt.slot,
+                   "The prefix of the logical replication slot realtime reads (<slot>_<instance>)")
         ->envname("REALTIME_SLOT")
         ->capture_default_str();
     app.add_option("--realtime-publication", rt.publication, "The publication the slot streams")
@@ -273,6 +274,28 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
                    "Seconds without a frame from a realtime client before it is closed")
         ->envname("REALTIME_IDLE_TIMEOUT")
         ->check(CLI::Range(1.0, 3600.0))
+        ->capture_default_str();
+    app.add_option("--realtime-heartbeat-timeout", rt.heartbeat_timeout_s,
+                   "Seconds without a Phoenix message (heartbeat) before a realtime socket closes")
+        ->envname("REALTIME_HEARTBEAT_TIMEOUT")
+        ->check(CLI::Range(5.0, 3600.0))
+        ->capture_default_str();
+    app.add_option("--realtime-max-sockets-per-address", rt.max_sockets_per_address,
+                   "Realtime sockets one client address may hold (0: no cap)")
+        ->envname("REALTIME_MAX_SOCKETS_PER_ADDRESS")
+        ->capture_default_str();
+    app.add_option("--realtime-max-sockets-per-user", rt.max_sockets_per_user,
+                   "Realtime sockets one user may hold (0: no cap)")
+        ->envname("REALTIME_MAX_SOCKETS_PER_USER")
+        ->capture_default_str();
+    app.add_option("--realtime-instance", rt.instance,
+                   "This gateway's part of its slot's name (default: from host name and port)")
+        ->envname("REALTIME_INSTANCE");
+    app.add_option(
+           "--realtime-slot-abandon", rt.slot_abandon_s,
+           "Seconds another gateway's inactive slot is kept before it is dropped (0: never)")
+        ->envname("REALTIME_SLOT_ABANDON")
+        ->check(CLI::Range(0.0, 30.0 * 86400))
         ->capture_default_str();
     app.add_option("--outbound-allow", c.outbound_allow,
                    "Comma list of CIDRs, addresses or host names (each optionally :port) the "

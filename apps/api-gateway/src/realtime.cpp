@@ -9,6 +9,12 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "awp/core/crypto.hpp"
+#include "awp/core/error.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "awp/rest/error.hpp"
@@ -17,13 +23,27 @@
 namespace awp::api {
 
 realtime_hub::realtime_hub(gateway& g, net::io_context& ioc, realtime_config cfg)
-    : g_(g), ioc_(ioc), cfg_(std::move(cfg)) {}
+    : g_(g),
+      ioc_(ioc),
+      cfg_(std::move(cfg)),
+      slot_(slot_name(cfg_, g.config().port)),
+      policies_([this](std::string search_path, std::vector<pg::connection::pipelined> stmts)
+                    -> net::awaitable<std::vector<pg::result>> {
+          // The catalog as the gateway's own login reads it, on its pool.
+          pg::params p;
+          p.emplace_back(std::move(search_path));
+          pg::connection::pipelined setup{"SELECT set_config('search_path', $1, true)",
+                                          std::move(p)};
+          auto t = co_await g_.db().begin_own(std::move(setup));
+          co_return co_await t.run(std::move(stmts), false);
+      }) {}
 
 realtime_hub::~realtime_hub() = default;
 
 void realtime_hub::add(const std::shared_ptr<realtime_socket>& s) {
     std::lock_guard lock(mu_);
     sockets_.insert(s);
+    ++per_address_[s->address];
 }
 
 void realtime_hub::remove(const std::shared_ptr<realtime_socket>& s) {
@@ -33,7 +53,64 @@ void realtime_hub::remove(const std::shared_ptr<realtime_socket>& s) {
         s->channels.clear();
     }
     std::lock_guard lock(mu_);
-    sockets_.erase(s);
+    if (sockets_.erase(s) == 0) return;
+    auto drop = [](auto& counts, const std::string& k) {
+        auto it = counts.find(k);
+        if (it != counts.end() && --it->second == 0) counts.erase(it);
+    };
+    drop(per_address_, s->address);
+    if (!s->user.empty()) drop(per_user_, s->user);
+}
+
+std::size_t realtime_hub::sockets_of_address(const std::string& address) const {
+    std::lock_guard lock(mu_);
+    auto it = per_address_.find(address);
+    return it == per_address_.end() ? 0 : it->second;
+}
+
+bool realtime_hub::claim_user(const std::shared_ptr<realtime_socket>& s, const std::string& user) {
+    std::lock_guard lock(mu_);
+    if (!s->user.empty()) return true;  // it counts against its first user already
+    auto& n = per_user_[user];
+    if (cfg_.max_sockets_per_user > 0 && n >= cfg_.max_sockets_per_user) {
+        if (n == 0) per_user_.erase(user);
+        return false;
+    }
+    ++n;
+    s->user = user;
+    return true;
+}
+
+std::string realtime_hub::slot_name(const realtime_config& cfg, unsigned short api_port) {
+    auto valid = [](const std::string& v) {
+        return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+            return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+        });
+    };
+    if (!valid(cfg.slot)) {
+        throw core::config_error("REALTIME_SLOT must be lower-case letters, digits and _");
+    }
+    std::string instance = cfg.instance;
+    if (instance.empty()) {
+        // Stable for a gateway that comes back on the same host and port, distinct between
+        // gateways: the host name and API_PORT, hashed (a host name may hold anything).
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+        const auto digest =
+            core::crypto::sha256_hex(std::string(host) + ":" + std::to_string(api_port));
+        instance = digest.substr(0, 12);
+    }
+    if (!valid(instance)) {
+        throw core::config_error("REALTIME_INSTANCE must be lower-case letters, digits and _");
+    }
+    auto name = cfg.slot + "_" + instance;
+    if (name.size() > 63) {
+        throw core::config_error(
+            "REALTIME_SLOT and REALTIME_INSTANCE make a slot name above 63 "
+            "bytes: " +
+            name);
+    }
+    return name;
 }
 
 void realtime_hub::start() {
@@ -41,7 +118,9 @@ void realtime_hub::start() {
     if (!cfg_.database_url.empty()) {
         realtime::capture_options o;
         o.dsn = cfg_.database_url;
-        o.slot = cfg_.slot;
+        o.slot = slot_;
+        o.slot_prefix = cfg_.slot;
+        o.abandon_after = std::chrono::milliseconds(static_cast<long>(cfg_.slot_abandon_s * 1000));
         o.publication = cfg_.publication;
         auto sink = [this](realtime::transaction tx) { return deliver(std::move(tx)); };
         auto query = [this](std::string sql, pg::params p) -> net::awaitable<pg::result> {
@@ -106,13 +185,26 @@ net::awaitable<void> realtime_hub::sweep() {
             std::lock_guard lock(mu_);
             sockets.assign(sockets_.begin(), sockets_.end());
         }
+        const auto now_ms = realtime_now_ms();
+        const auto heartbeat_ms = static_cast<std::int64_t>(cfg_.heartbeat_timeout_s * 1000);
         for (const auto& s : sockets) {
+            // A client that sends no Phoenix message (realtime-js heartbeats every 25 s) is gone
+            // or not a client: answering the websocket's pings does not keep a socket.
+            if (now_ms - s->last_message_ms.load() > heartbeat_ms && s->ws->is_open()) {
+                s->ws->close_now(http::close_code::policy,
+                                 "no heartbeat for " +
+                                     std::to_string(static_cast<int>(cfg_.heartbeat_timeout_s)) +
+                                     " s");
+                continue;
+            }
             // Every token the socket acts with, as the data API would take it now (expiry with
             // its leeway, sign-out); the verified ones are cached, so this costs a lookup.
-            std::vector<std::string> tokens{s->apikey};
+            std::vector<std::string> tokens{s->key->token};
             {
                 std::lock_guard lock(s->mu);
-                for (const auto& [t, ch] : s->channels) tokens.push_back(ch.token);
+                for (const auto& [t, ch] : s->channels) {
+                    if (ch.as != s->key) tokens.push_back(ch.as->token);
+                }
             }
             std::optional<std::string> why;
             for (const auto& t : tokens) {
@@ -164,6 +256,8 @@ std::string realtime_hub::health_json() const {
     j.w.Uint64(delivered.load());
     j.key("visibility_checks");
     j.w.Uint64(checks.load());
+    j.key("commit_waits");
+    j.w.Uint64(commit_waits.load());
     j.key("capture");
     if (capture_) {
         j.raw(realtime::status_json(capture_->status()));

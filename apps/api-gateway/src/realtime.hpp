@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "awp/http/websocket.hpp"
 #include "awp/realtime/capture.hpp"
 #include "awp/realtime/change.hpp"
+#include "realtime_policy.hpp"
 
 namespace awp::api {
 
@@ -30,12 +32,22 @@ namespace net = boost::asio;
 
 class gateway;
 struct realtime_socket;
+struct realtime_token;
+struct data_principal;
 
 /// REALTIME_* settings (gateway_config holds them; gateway.cpp adds the options).
 struct realtime_config {
-    bool enabled = true;                       ///< REALTIME (off: no route, no capture)
-    std::string database_url;                  ///< REALTIME_DATABASE_URL: the REPLICATION login
-    std::string slot = "awp_realtime";         ///< REALTIME_SLOT
+    bool enabled = true;       ///< REALTIME (off: no route, no capture)
+    std::string database_url;  ///< REALTIME_DATABASE_URL: the REPLICATION login
+    /// REALTIME_SLOT: the prefix of this process's slot, <slot>_<instance> (docs/realtime-
+    /// capture.md, "Several gateways")
+    std::string slot = "awp_realtime";
+    /// REALTIME_INSTANCE: this gateway's part of the slot's name; "" = from the host name and
+    /// API_PORT, so a gateway that comes back on the same host and port resumes its slot
+    std::string instance;
+    /// REALTIME_SLOT_ABANDON: another gateway's slot of this prefix found inactive this long
+    /// (seconds) is dropped; 0 = never
+    double slot_abandon_s = 900;
     std::string publication = "awp_realtime";  ///< REALTIME_PUBLICATION
     std::size_t max_sockets = 10'000;          ///< REALTIME_MAX_SOCKETS (this process)
     std::size_t max_channels = 100;            ///< REALTIME_MAX_CHANNELS per socket
@@ -44,6 +56,11 @@ struct realtime_config {
     std::size_t queue_limit = 1024 * 1024;     ///< REALTIME_QUEUE_LIMIT bytes queued per socket
     double joins_per_second = 10;              ///< REALTIME_JOINS_PER_SECOND per socket (burst 2x)
     double idle_timeout_s = 60;                ///< REALTIME_IDLE_TIMEOUT
+    /// REALTIME_HEARTBEAT_TIMEOUT: no Phoenix message (realtime-js sends a heartbeat every 25 s)
+    /// for this long and the socket is closed, websocket pongs or not
+    double heartbeat_timeout_s = 60;
+    std::size_t max_sockets_per_address = 1000;  ///< REALTIME_MAX_SOCKETS_PER_ADDRESS (0: none)
+    std::size_t max_sockets_per_user = 100;      ///< REALTIME_MAX_SOCKETS_PER_USER (0: none)
     double token_check_s = 1;  ///< how often tokens are checked for expiry and sign-out
 };
 
@@ -78,8 +95,23 @@ public:
     [[nodiscard]] const realtime_config& config() const noexcept { return cfg_; }
     gateway& owner() noexcept { return g_; }
     std::atomic<std::size_t> channels{0};
-    std::atomic<std::uint64_t> delivered{0};  ///< events queued to sockets
-    std::atomic<std::uint64_t> checks{0};     ///< visibility statements run
+    std::atomic<std::uint64_t> delivered{0};     ///< events queued to sockets
+    std::atomic<std::uint64_t> checks{0};        ///< visibility statements whose answers were used
+    std::atomic<std::uint64_t> commit_waits{0};  ///< checks run again: the commit not yet seen
+
+    /// The slot this process reads: <slot>_<instance>, a valid slot name (a-z, 0-9, _; at most
+    /// 63 bytes). Throws core::config_error for a prefix or instance that cannot make one.
+    [[nodiscard]] static std::string slot_name(const realtime_config& cfg, unsigned short api_port);
+
+    /// Sockets of one client address, and of one user (a channel's token's sub), now.
+    [[nodiscard]] std::size_t sockets_of_address(const std::string& address) const;
+    /// Counts `s` for `user` (its first channel as that user); false when the user holds
+    /// max_sockets_per_user sockets already.
+    bool claim_user(const std::shared_ptr<realtime_socket>& s, const std::string& user);
+    /// The token of a socket's apikey, verified (`who`): the same object for every socket that
+    /// presents the same key.
+    std::shared_ptr<const realtime_token> apikey_token(const std::string& apikey,
+                                                       const data_principal& who);
 
 private:
     net::awaitable<void> sweep();
@@ -89,8 +121,13 @@ private:
     gateway& g_;
     net::io_context& ioc_;
     realtime_config cfg_;
+    std::string slot_;  ///< slot_name(cfg_, API_PORT)
     mutable std::mutex mu_;
     std::set<std::shared_ptr<realtime_socket>> sockets_;
+    std::map<std::string, std::size_t, std::less<>> per_address_;  ///< under mu_
+    std::map<std::string, std::size_t, std::less<>> per_user_;     ///< under mu_
+    std::map<std::string, std::shared_ptr<const realtime_token>, std::less<>> apikeys_;  ///< mu_
+    realtime_policies policies_;
     std::unique_ptr<realtime::capture> capture_;
     std::unique_ptr<net::steady_timer> sweep_timer_;
     std::shared_ptr<std::atomic<bool>> capture_done_ = std::make_shared<std::atomic<bool>>(true);

@@ -3,6 +3,7 @@
 // checked against the schema cache, access_token refreshes, phx_leave; broadcast and presence
 // answered "not supported"; limits on channels, bindings and the join rate.
 #include <algorithm>
+#include <set>
 #include <utility>
 
 #include "awp/core/json.hpp"
@@ -59,7 +60,30 @@ public:
     using core::error::error;
 };
 
+/// The token a channel acts as: one of the socket's channels' when it has the same (a UI joins
+/// several channels with one session), else a new one.
+std::shared_ptr<const realtime_token> channel_token(realtime_socket& s, std::string token,
+                                                    data_principal who) {
+    {
+        std::lock_guard lock(s.mu);
+        for (const auto& [topic, ch] : s.channels) {
+            if (ch.as && ch.as->token == token) return ch.as;
+        }
+    }
+    return std::make_shared<const realtime_token>(realtime_token{std::move(token), std::move(who)});
+}
+
 }  // namespace
+
+std::shared_ptr<const realtime_token> realtime_hub::apikey_token(const std::string& apikey,
+                                                                 const data_principal& who) {
+    std::lock_guard lock(mu_);
+    if (auto it = apikeys_.find(apikey); it != apikeys_.end()) return it->second;
+    if (apikeys_.size() >= 16) apikeys_.clear();  // a few keys are shared; others come and go
+    auto t = std::make_shared<const realtime_token>(realtime_token{apikey, who});
+    apikeys_.emplace(apikey, t);
+    return t;
+}
 
 http::websocket_options realtime_hub::socket_options() const {
     http::websocket_options o;
@@ -89,17 +113,29 @@ http::websocket_handler realtime_hub::handler() {
         auto s = std::make_shared<realtime_socket>();
         s->vsn = *v;
         try {
-            s->who = principal_of(g_, apikey);
+            s->key = apikey_token(apikey, principal_of(g_, apikey));
         } catch (const rest::api_error& e) {
             a.refusal = response::error(401, "unauthenticated", e.message());
             co_return a;
         }
-        s->apikey = std::move(apikey);
+        s->address = r.remote;
         {
             std::lock_guard lock(mu_);
             if (sockets_.size() >= cfg_.max_sockets) {
                 a.refusal = response::error(503, "too_many_sockets",
                                             "this server holds as many realtime sockets as it may");
+                a.refusal->header.set("Retry-After", "5");
+                co_return a;
+            }
+            // One client does not take the process's sockets: a cap per address (a NAT's
+            // users share one, hence a generous default).
+            if (auto it = per_address_.find(s->address);
+                cfg_.max_sockets_per_address > 0 && it != per_address_.end() &&
+                it->second >= cfg_.max_sockets_per_address) {
+                a.refusal =
+                    response::error(429, "too_many_sockets",
+                                    "this address holds as many realtime sockets as it may (" +
+                                        std::to_string(cfg_.max_sockets_per_address) + ")");
                 a.refusal->header.set("Retry-After", "5");
                 co_return a;
             }
@@ -116,6 +152,7 @@ http::websocket_handler realtime_hub::handler() {
 net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
                                            std::shared_ptr<realtime_socket> s) {
     s->ws = ws;
+    s->last_message_ms = realtime_now_ms();
     add(s);
     struct leave_guard {
         realtime_hub* hub;
@@ -177,19 +214,24 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
         }
         if (!m.join_ref) throw join_refused("a join needs a join_ref");
         realtime_channel ch;
-        ch.topic = m.topic;
         ch.join_ref = *m.join_ref;
-        ch.who = s->who;
-        ch.token = s->apikey;
+        ch.as = s->key;
         if (const auto* t = object_member(m.payload, "access_token"); t && !t->IsNull()) {
             if (!t->IsString()) throw join_refused("access_token must be a string");
             std::string token(t->GetString(), t->GetStringLength());
-            try {
-                ch.who = principal_of(g_, token);
-            } catch (const rest::api_error& e) {
-                throw join_refused(e.message());
+            if (token != s->key->token) {
+                try {
+                    auto who = principal_of(g_, token);
+                    ch.as = channel_token(*s, std::move(token), std::move(who));
+                } catch (const rest::api_error& e) {
+                    throw join_refused(e.message());
+                }
             }
-            ch.token = std::move(token);
+        }
+        // One user does not take the process's sockets either.
+        if (!ch.as->who.sub.empty() && !claim_user(s, ch.as->who.sub)) {
+            throw join_refused("too many realtime sockets for this user (at most " +
+                               std::to_string(cfg_.max_sockets_per_user) + ")");
         }
         const auto* config = object_member(m.payload, "config");
         bool presence = false;
@@ -219,6 +261,31 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
         if (!ch.bindings.empty()) {
             auto cache = co_await g_.schema_cache();
             check_bindings(ch.bindings, *cache);
+            // A filter only on columns the role may select, as /rest/v1 refuses others (42501):
+            // a filter is not an oracle for what the role may not read.
+            std::set<realtime_policies::key> needs;
+            for (const auto& b : ch.bindings) {
+                if (!b.filters.empty()) {
+                    needs.insert({rest::qualified_name{b.schema, *b.table}, ch.as->who.role});
+                }
+            }
+            if (!needs.empty()) {
+                auto snap = co_await policies_.prepare(needs, *cache);
+                for (const auto& b : ch.bindings) {
+                    if (b.filters.empty()) continue;
+                    const auto* f =
+                        snap->find(rest::qualified_name{b.schema, *b.table}, ch.as->who.role);
+                    if (!f || !f->error.empty()) {
+                        throw join_refused("the catalog could not be read; try again");
+                    }
+                    for (const auto& flt : b.filters) {
+                        if (!f->columns.contains(flt.column)) {
+                            throw join_refused("permission denied for column " + flt.column +
+                                               " of table " + b.schema + "." + *b.table);
+                        }
+                    }
+                }
+            }
         }
         std::string response;
         {
@@ -261,9 +328,11 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
             return;
         }
         std::string token(t->GetString(), t->GetStringLength());
-        data_principal who;
+        std::shared_ptr<const realtime_token> as;
         try {
-            who = principal_of(g_, token);
+            auto who = principal_of(g_, token);
+            as = token == s->key->token ? s->key
+                                        : channel_token(*s, std::move(token), std::move(who));
         } catch (const rest::api_error& e) {
             // As the platform: the channel is told why and closed.
             std::string join_ref;
@@ -284,8 +353,7 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
         std::lock_guard lock(s->mu);
         auto it = s->channels.find(m.topic);
         if (it == s->channels.end()) return;
-        it->second.who = std::move(who);
-        it->second.token = std::move(token);
+        it->second.as = std::move(as);
         // No reply: realtime-js pushes access_token without waiting for one.
     };
 
@@ -304,6 +372,7 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
                           std::string("not a Phoenix message: ") + e.what());
             break;
         }
+        s->last_message_ms = realtime_now_ms();
         if (m.topic == "phoenix") {
             if (m.event == "heartbeat") reply(m, "ok", "{}");
             continue;

@@ -2,6 +2,7 @@
 // protocol), the fan-out (realtime_fanout.cpp) and the token sweep (realtime.cpp).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -17,21 +18,30 @@
 
 namespace awp::api {
 
-/// A joined channel: its bindings and who it acts as (the join's access_token, else the
-/// socket's apikey), refreshed by access_token messages.
+/// A token and whom it makes its bearer, as the data API took it. Shared: every socket of one
+/// apikey (the anon key, typically) holds the same one, and a channel acting as the apikey holds
+/// its socket's.
+struct realtime_token {
+    std::string token;  ///< re-checked by the sweep
+    data_principal who;
+};
+
+/// A joined channel (its topic is the key it is kept under): its bindings and who it acts as
+/// (the join's access_token, else the socket's apikey), refreshed by access_token messages.
 struct realtime_channel {
-    std::string topic;
     std::string join_ref;
     std::vector<realtime::binding> bindings;
-    data_principal who;
-    std::string token;  ///< re-checked by the sweep ("" = anon, nothing to expire)
+    std::shared_ptr<const realtime_token> as;
 };
 
 struct realtime_socket {
     std::shared_ptr<http::websocket> ws;
     realtime::phoenix::vsn vsn = realtime::phoenix::vsn::v2;
-    std::string apikey;  ///< the socket's own token (the apikey parameter)
-    data_principal who;  ///< the apikey's principal
+    std::shared_ptr<const realtime_token> key;  ///< the apikey parameter's
+    std::string address;                        ///< the client's, for the per-address cap
+    std::string user;  ///< the user it counts against (the first channel's token's sub), or ""
+    /// When the client last sent a Phoenix message (steady clock, ms): the heartbeat timeout.
+    std::atomic<std::int64_t> last_message_ms{0};
 
     std::mutex mu;  // everything below: the session writes, the fan-out and the sweep read
     std::map<std::string, realtime_channel, std::less<>> channels;
@@ -53,5 +63,12 @@ struct realtime_socket {
         return ws->send(realtime::phoenix::serialize(o, vsn));
     }
 };
+
+/// Now on the steady clock in milliseconds (realtime_socket::last_message_ms).
+inline std::int64_t realtime_now_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
 
 }  // namespace awp::api

@@ -401,10 +401,8 @@ net::awaitable<websocket_accept> invoke_websocket(const websocket_handler* h, re
 /// An accepted websocket, once its connection left the HTTP loop: runs it, then ends the
 /// connection as session() would have.
 net::awaitable<void> websocket_connection(std::shared_ptr<server::impl> s,
-                                          std::shared_ptr<conn_state> st, beast::tcp_stream stream,
-                                          bhttp::request<bhttp::string_body> upgrade,
-                                          websocket_accept accept, websocket_options o,
-                                          std::string remote) {
+                                          std::shared_ptr<conn_state> st,
+                                          std::unique_ptr<detail::websocket_handoff> h) {
     s->websockets.fetch_add(1);
     auto on_open = [s, st](std::function<void()> drain) {
         st->drain = std::move(drain);
@@ -412,8 +410,7 @@ net::awaitable<void> websocket_connection(std::shared_ptr<server::impl> s,
         if (s->stopping) st->drain();
     };
     try {
-        co_await detail::run_websocket(std::move(stream), std::move(upgrade), std::move(accept), o,
-                                       std::move(remote), on_open);
+        co_await detail::run_websocket(std::move(h), on_open);
     } catch (const std::exception& e) {
         core::log::error("websocket connection failed", {{"error", e.what()}});
     }
@@ -679,10 +676,12 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         // Its own coroutine: this one's frame (parser, buffers) is not kept for the socket's life.
         auto ex = st->ex;
         st->stream = nullptr;  // this coroutine's stream is moved away
-        net::co_spawn(ex,
-                      websocket_connection(s, st, std::move(stream), std::move(*upgrade),
-                                           std::move(ws_accept), ws_options, std::move(remote)),
-                      net::detached);
+        // The socket, not the stream: moving a Beast stream leaves its old state allocated in
+        // the moved-from object, which a coroutine's parameter keeps for the socket's life.
+        auto h = std::make_unique<detail::websocket_handoff>(
+            detail::websocket_handoff{stream.release_socket(), std::move(*upgrade),
+                                      std::move(ws_accept), ws_options, std::move(remote)});
+        net::co_spawn(ex, websocket_connection(s, st, std::move(h)), net::detached);
         co_return;
     }
     boost::system::error_code ignored;

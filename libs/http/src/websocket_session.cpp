@@ -3,12 +3,11 @@
 // shut, and the close handshake (a drain, a limit, the handler's end).
 #include "websocket_session.hpp"
 
-#include <deque>
+#include <list>
 #include <mutex>
 #include <utility>
 
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -26,8 +25,6 @@ using net::use_awaitable;
 
 namespace {
 
-/// A read buffer above this is given back after the message (an idle socket keeps little).
-constexpr std::size_t kKeepReadBuffer = 4096;
 /// RFC 6455: a close frame's reason is at most 123 bytes.
 constexpr std::size_t kMaxReason = 123;
 
@@ -44,11 +41,11 @@ class session_impl final : public websocket, public std::enable_shared_from_this
 public:
     using bhttp_request = beast::http::request<beast::http::string_body>;
 
-    session_impl(beast::tcp_stream&& s, const websocket_options& o, std::string remote)
+    session_impl(net::ip::tcp::socket&& s, const websocket_options& o, std::string remote)
         : ws_(std::move(s)),
           o_(o),
           remote_(std::move(remote)),
-          wake_(ws_.get_executor()),
+          done_(ws_.get_executor()),
           deadline_(ws_.get_executor()) {}
 
     /// The opening handshake; false when it failed (the connection is then unusable).
@@ -61,6 +58,9 @@ public:
         ws_.set_option(t);
         ws_.read_message_max(o_.message_limit);
         ws_.auto_fragment(false);
+        // A server's frames are not masked and not compressed here: Beast's write buffer (4 KiB
+        // by default, kept for the socket's life) is never used.
+        ws_.write_buffer_bytes(8);
         ws_.set_option(bws::stream_base::decorator([protocol](bws::response_type& res) {
             if (!protocol.empty()) res.set(beast::http::field::sec_websocket_protocol, protocol);
         }));
@@ -75,11 +75,19 @@ public:
 
     net::awaitable<std::optional<websocket_message>> read() override {
         if (read_done_) co_return std::nullopt;
-        rd_.clear();
-        auto [ec, n] = co_await ws_.async_read(rd_, net::as_tuple(use_awaitable));
+        // Per message, and while waiting only a byte of it: Beast prepares the buffer before a
+        // frame arrives (1,536 bytes for a whole message), which an idle socket would hold.
+        beast::flat_buffer rd;
+        auto [ec, n] = co_await ws_.async_read_some(rd, 1, net::as_tuple(use_awaitable));
         (void)n;
+        if (!ec && !ws_.is_message_done()) {
+            auto [rest_ec, rest_n] = co_await ws_.async_read(rd, net::as_tuple(use_awaitable));
+            (void)rest_n;
+            ec = rest_ec;
+        }
         if (ec) {
             read_done_ = true;
+            bool start_writer = false;
             {
                 std::lock_guard lock(mu_);
                 if (code_ == 0) {
@@ -100,20 +108,21 @@ public:
                 closing_ = true;
                 queue_.clear();
                 queued_ = 0;
+                start_writer = !writer_active_;
+                writer_active_ = true;
             }
-            wake();
+            if (start_writer) start_writing();
             co_return std::nullopt;
         }
         websocket_message m;
         m.binary = ws_.got_binary();
-        m.data = beast::buffers_to_string(rd_.data());
-        rd_.consume(rd_.size());
-        if (rd_.capacity() > kKeepReadBuffer) rd_ = beast::flat_buffer();
+        m.data = beast::buffers_to_string(rd.data());
         co_return m;
     }
 
     bool send(std::string data, bool binary) override {
         bool overflow = false;
+        bool start_writer = false;
         {
             std::lock_guard lock(mu_);
             if (closing_) return false;
@@ -122,8 +131,8 @@ public:
             } else {
                 queued_ += data.size();
                 queue_.push_back(websocket_message{std::move(data), binary});
-                if (!writer_idle_) return true;
-                writer_idle_ = false;
+                start_writer = !writer_active_;
+                writer_active_ = true;
             }
         }
         if (overflow) {
@@ -132,7 +141,7 @@ public:
                                               " bytes queued for it");
             return false;
         }
-        wake();
+        if (start_writer) start_writing();
         return true;
     }
 
@@ -157,64 +166,98 @@ public:
     }
     [[nodiscard]] const std::string& remote() const override { return remote_; }
 
-    /// Writes what is queued until the socket closes; sends the close frame when asked.
-    net::awaitable<void> write_loop() {
-        auto self = shared_from_this();
+    /// Until the writer has ended (written the close, or found the connection gone).
+    net::awaitable<void> wait_finished() {
         for (;;) {
-            std::optional<websocket_message> next;
-            bool do_close = false;
             {
                 std::lock_guard lock(mu_);
-                if (finished_) break;
-                if (!queue_.empty()) {
-                    next = std::move(queue_.front());
-                    queue_.pop_front();
-                } else if (closing_) {
-                    do_close = true;
-                } else {
-                    writer_idle_ = true;
-                }
+                if (finished_) co_return;
             }
-            if (next) {
-                const auto size = next->data.size();
-                ws_.binary(next->binary);
-                arm_deadline(o_.write_timeout);
-                auto [ec, n] =
-                    co_await ws_.async_write(net::buffer(next->data), net::as_tuple(use_awaitable));
-                (void)n;
-                writing_ = false;
-                {
-                    std::lock_guard lock(mu_);
-                    queued_ = queued_ >= size ? queued_ - size : 0;
-                }
-                if (ec) {
-                    fail(ec);
-                    break;
-                }
-                continue;
-            }
-            if (do_close) {
-                bws::close_reason cr;
-                {
-                    std::lock_guard lock(mu_);
-                    cr.code = code_ == 0 ? close_code::normal : code_;
-                    cr.reason = cut_reason(reason_);
-                }
-                if (ws_.is_open()) {
-                    // The handshake timeout bounds it; a peer that never answers is cut then.
-                    arm_deadline(o_.handshake_timeout + o_.handshake_timeout);
-                    co_await ws_.async_close(cr, net::as_tuple(use_awaitable));
-                    writing_ = false;
-                }
-                break;
-            }
-            wake_.expires_at(net::steady_timer::time_point::max());
-            co_await wake_.async_wait(net::as_tuple(use_awaitable));
+            done_.expires_at(net::steady_timer::time_point::max());
+            co_await done_.async_wait(net::as_tuple(use_awaitable));
         }
+    }
+
+    /// The server's drain: 1001, what is queued is still written.
+    void drain() { close(close_code::going_away, "server shutting down"); }
+
+private:
+    // The writer is a chain of completion handlers on the strand, not a coroutine: a socket with
+    // nothing to write holds no frame and no pending wait. writer_active_ (under mu_) says a
+    // chain runs; whoever sets it starts one.
+    void start_writing() {
+        net::post(ws_.get_executor(), [self = shared_from_this()] { self->write_next(); });
+    }
+
+    void write_next() {  // on the strand
+        std::optional<websocket_message> next;
+        bool do_close = false;
+        {
+            std::lock_guard lock(mu_);
+            if (finished_) {
+                writer_active_ = false;
+                return;
+            }
+            if (!queue_.empty()) {
+                next = std::move(queue_.front());
+                queue_.pop_front();
+            } else if (closing_) {
+                do_close = true;
+            } else {
+                writer_active_ = false;
+                return;
+            }
+        }
+        if (next) {
+            current_ = std::move(*next);
+            ws_.binary(current_.binary);
+            arm_deadline(o_.write_timeout);
+            ws_.async_write(net::buffer(current_.data),
+                            [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                                self->written(ec);
+                            });
+            return;
+        }
+        if (do_close && ws_.is_open()) {
+            bws::close_reason cr;
+            {
+                std::lock_guard lock(mu_);
+                cr.code = code_ == 0 ? close_code::normal : code_;
+                cr.reason = cut_reason(reason_);
+            }
+            // The handshake timeout bounds it; a peer that never answers is cut then.
+            arm_deadline(o_.handshake_timeout + o_.handshake_timeout);
+            ws_.async_close(cr, [self = shared_from_this()](boost::system::error_code) {
+                self->writing_ = false;
+                self->finish();
+            });
+            return;
+        }
+        finish();
+    }
+
+    void written(boost::system::error_code ec) {  // on the strand
+        writing_ = false;
+        const auto size = current_.data.size();
+        current_ = websocket_message{};
+        {
+            std::lock_guard lock(mu_);
+            queued_ = queued_ >= size ? queued_ - size : 0;
+        }
+        if (ec) {
+            fail(ec);
+            finish();
+            return;
+        }
+        write_next();
+    }
+
+    void finish() {  // on the strand: the connection ends
         {
             std::lock_guard lock(mu_);
             finished_ = true;
             closing_ = true;
+            writer_active_ = false;
             queue_.clear();
             queued_ = 0;
         }
@@ -223,14 +266,11 @@ public:
         auto& sock = beast::get_lowest_layer(ws_).socket();
         sock.shutdown(net::ip::tcp::socket::shutdown_both, ignored);
         sock.close(ignored);
+        done_.cancel();
     }
 
-    /// The server's drain: 1001, what is queued is still written.
-    void drain() { close(close_code::going_away, "server shutting down"); }
-
-private:
     void request_close(std::uint16_t code, std::string reason, bool drop) {
-        bool wake_writer = false;
+        bool start_writer = false;
         {
             std::lock_guard lock(mu_);
             if (drop) {
@@ -241,8 +281,8 @@ private:
             closing_ = true;
             code_ = code;
             reason_ = std::move(reason);
-            wake_writer = writer_idle_;
-            writer_idle_ = false;
+            start_writer = !writer_active_;
+            writer_active_ = true;
         }
         if (drop) {
             // A write stuck on a peer that does not read is not waited for past the handshake
@@ -251,11 +291,7 @@ private:
                 if (self->writing_) self->arm_deadline(self->o_.handshake_timeout);
             });
         }
-        if (wake_writer) wake();
-    }
-
-    void wake() {
-        net::post(ws_.get_executor(), [self = shared_from_this()] { self->wake_.cancel(); });
+        if (start_writer) start_writing();
     }
 
     /// On the strand: the write (or close) now running must end within `d`, else the
@@ -290,52 +326,50 @@ private:
     bws::stream<beast::tcp_stream> ws_;
     websocket_options o_;
     std::string remote_;
-    beast::flat_buffer rd_;
-    net::steady_timer wake_;
+    net::steady_timer done_;  // run_websocket waits on it for the writer's end
     net::steady_timer deadline_;
+    websocket_message current_;       // strand only: the message being written
     std::uint64_t deadline_gen_ = 0;  // strand only
     bool writing_ = false;            // strand only: a write or close is in flight
     bool read_done_ = false;          // the reader's own
 
     mutable std::mutex mu_;
-    std::deque<websocket_message> queue_;
+    std::list<websocket_message> queue_;  // a list: nothing allocated while empty
     std::size_t queued_ = 0;
-    bool closing_ = false;      // no more sends: a close is asked for or the connection ended
-    bool finished_ = false;     // the writer ended
-    bool writer_idle_ = false;  // the writer waits for wake()
+    bool closing_ = false;        // no more sends: a close is asked for or the connection ended
+    bool finished_ = false;       // the writer ended
+    bool writer_active_ = false;  // a write_next chain runs (or is posted)
     std::uint16_t code_ = 0;
     std::string reason_;
 };
 
 }  // namespace
 
-net::awaitable<void> run_websocket(beast::tcp_stream stream,
-                                   beast::http::request<beast::http::string_body> upgrade,
-                                   websocket_accept accept, websocket_options options,
-                                   std::string remote, drain_registrar on_open) {
-    auto ws = std::make_shared<session_impl>(std::move(stream), options, std::move(remote));
-    if (!co_await ws->accept(upgrade, accept.protocol)) co_return;
-    upgrade = {};  // the request's fields are not kept for the socket's life
+net::awaitable<void> run_websocket(std::unique_ptr<websocket_handoff> h, drain_registrar on_open) {
+    auto ws =
+        std::make_shared<session_impl>(std::move(h->socket), h->options, std::move(h->remote));
+    if (!co_await ws->accept(h->upgrade, h->accept.protocol)) co_return;
+    auto session = std::move(h->accept.session);
+    h.reset();  // the request and the route's answer are not kept for the socket's life
     on_open([weak = std::weak_ptr<session_impl>(ws)] {
         if (auto s = weak.lock()) s->drain();
     });
-    auto run_handler = [](std::shared_ptr<session_impl> s,
-                          websocket_accept a) -> net::awaitable<void> {
-        std::string failure;
-        try {
-            co_await a.session(s);
-        } catch (const std::exception& e) {
-            failure = e.what();
-        }
-        if (!failure.empty()) {
-            core::log::error("websocket session failed", {{"error", failure}});
-            s->close_now(close_code::internal, "internal error");
-        } else {
-            s->close(close_code::normal, "");
-        }
-    };
-    using namespace net::experimental::awaitable_operators;
-    co_await (run_handler(ws, std::move(accept)) && ws->write_loop());
+    on_open = nullptr;
+    // The handler's session here; the writer runs as completion handlers beside it (no frame of
+    // its own while idle). Then the close is written and the connection ended.
+    std::string failure;
+    try {
+        co_await session(ws);
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    if (!failure.empty()) {
+        core::log::error("websocket session failed", {{"error", failure}});
+        ws->close_now(close_code::internal, "internal error");
+    } else {
+        ws->close(close_code::normal, "");
+    }
+    co_await ws->wait_finished();
 }
 
 }  // namespace awp::http::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include <boost/asio/awaitable.hpp>
@@ -18,12 +19,19 @@ namespace awp::http::detail {
 /// connection's strand) to close it with 1001.
 using drain_registrar = std::function<void(std::function<void()>)>;
 
-/// Runs an accepted websocket on `stream` (its strand): the opening handshake answering
-/// `upgrade`, then the handler's session and the writer side by side until both end. Returns
-/// once the connection is closed.
-net::awaitable<void> run_websocket(
-    boost::beast::tcp_stream stream,
-    boost::beast::http::request<boost::beast::http::string_body> upgrade, websocket_accept accept,
-    websocket_options options, std::string remote, drain_registrar on_open);
+/// What the HTTP loop hands to an accepted websocket: on the heap, moved once (a coroutine's
+/// parameters live as long as its frame, which is the socket's life; these are let go after the
+/// handshake).
+struct websocket_handoff {
+    boost::asio::ip::tcp::socket socket;  ///< its executor is the connection's strand
+    boost::beast::http::request<boost::beast::http::string_body> upgrade;
+    websocket_accept accept;
+    websocket_options options;
+    std::string remote;
+};
+
+/// Runs an accepted websocket: the opening handshake answering the upgrade, then the handler's
+/// session with the writer beside it until both end. Returns once the connection is closed.
+net::awaitable<void> run_websocket(std::unique_ptr<websocket_handoff> h, drain_registrar on_open);
 
 }  // namespace awp::http::detail

@@ -97,6 +97,7 @@ step assembler::add(change c) {
         s.out = std::move(pending_);
         pending_ = transaction{};
         pending_.commit_timestamp = s.out->commit_timestamp;
+        pending_.xid = s.out->xid;
         pending_bytes_ = 0;
     }
     return s;
@@ -114,6 +115,7 @@ step assembler::apply(pgoutput::message m) {
         begin_ = *b;
         pending_ = transaction{};
         pending_.commit_timestamp = format_commit_time(b->commit_time);
+        pending_.xid = b->xid;
         pending_bytes_ = 0;
     } else if (auto* c = std::get_if<commit>(&m)) {
         need_tx("a Commit");
@@ -154,12 +156,14 @@ step assembler::apply(pgoutput::message m) {
         change ch{change_kind::update, rel.schema, rel.name, {}, {}, pending_.commit_timestamp, 0};
         ch.new_row = columns(rel, up->new_row, false);
         if (up->old_kind != 0) ch.old_keys = columns(rel, up->old_row, true);
+        ch.old_full = up->old_kind == 'O';
         s = add(std::move(ch));
     } else if (auto* del = std::get_if<remove>(&m)) {
         need_tx("a Delete");
         const auto& rel = relation_of(del->relation);
         change ch{change_kind::remove, rel.schema, rel.name, {}, {}, pending_.commit_timestamp, 0};
         ch.old_keys = columns(rel, del->old_row, true);
+        ch.old_full = del->old_kind == 'O';
         s = add(std::move(ch));
     } else if (auto* tr = std::get_if<truncate>(&m)) {
         need_tx("a Truncate");

@@ -613,6 +613,11 @@ net::awaitable<void> capture::stats_loop() {
             // connection's trouble.
             log::debug("realtime: cannot read the slot's figures", {{"error", e.what()}});
         }
+        try {
+            co_await drop_abandoned();
+        } catch (const std::exception& e) {
+            log::debug("realtime: cannot look for abandoned slots", {{"error", e.what()}});
+        }
         if (stopping_) break;
         t.expires_after(opts_.stats_interval);
         boost::system::error_code ec;
@@ -620,6 +625,82 @@ net::awaitable<void> capture::stats_loop() {
     }
     std::lock_guard lock(mu_);
     stats_timer_ = nullptr;
+}
+
+namespace {
+
+// Other readers' slots of the prefix, in this database.
+constexpr const char* kPeersSql = R"SQL(
+SELECT slot_name::text, active, coalesce(confirmed_flush_lsn::text, ''), coalesce(wal_status, '')
+  FROM pg_catalog.pg_replication_slots
+ WHERE database = current_database() AND slot_type = 'logical' AND plugin = 'pgoutput'
+   AND left(slot_name::text, length($1) + 1) = $1 || '_' AND slot_name::text <> $2
+)SQL";
+
+// Dropped only when still inactive, in one statement: a reader taking it meanwhile makes
+// pg_drop_replication_slot fail (55006), not succeed.
+constexpr const char* kDropPeerSql = R"SQL(
+SELECT pg_catalog.pg_drop_replication_slot(slot_name)
+  FROM pg_catalog.pg_replication_slots
+ WHERE slot_name = $1 AND NOT active AND database = current_database()
+)SQL";
+
+void log_dropped(const std::string& slot, const std::string& lsn, const std::string& why) {
+    log::warn("realtime: dropped another gateway's replication slot, abandoned",
+              {{"slot", slot}, {"confirmed_lsn", lsn}, {"why", why}});
+}
+
+}  // namespace
+
+net::awaitable<void> capture::drop_abandoned() {
+    if (opts_.slot_prefix.empty() || opts_.abandon_after.count() <= 0) co_return;
+    pg::params p;
+    p.emplace_back(opts_.slot_prefix);
+    p.emplace_back(opts_.slot);
+    const auto r = co_await query_(kPeersSql, std::move(p));
+    const auto now = clock::now();
+    decltype(idle_) seen;
+    std::vector<std::pair<std::string, std::string>> drop;  // slot, why
+    for (int i = 0; i < r.size(); ++i) {
+        const auto name = r.get<std::string>(i, 0);
+        if (r.get<bool>(i, 1)) continue;  // read by its gateway
+        const auto lsn = r.get<std::string>(i, 2);
+        auto it = idle_.find(name);
+        // Inactive at the same position since it was first seen so: a reader that came and went
+        // meanwhile moved it.
+        const auto since = it != idle_.end() && it->second.second == lsn ? it->second.first : now;
+        seen[name] = {since, lsn};
+        if (r.get<std::string>(i, 3) == "lost") {
+            drop.emplace_back(name, "invalidated (it held more WAL than max_slot_wal_keep_size)");
+        } else if (now - since >= opts_.abandon_after) {
+            drop.emplace_back(
+                name,
+                "inactive for " +
+                    std::to_string(
+                        std::chrono::duration_cast<std::chrono::seconds>(now - since).count()) +
+                    " s");
+        }
+    }
+    idle_ = std::move(seen);
+    if (drop.empty()) co_return;
+    // The REPLICATION login may drop slots; the pool's login may not.
+    auto conn = co_await pg::connection::async_connect(opts_.dsn);
+    for (const auto& [name, why] : drop) {
+        pg::params dp;
+        dp.emplace_back(name);
+        try {
+            const auto d = co_await conn.async_exec(kDropPeerSql, std::move(dp));
+            if (d.size() == 1) {
+                log_dropped(name, idle_[name].second, why);
+                std::lock_guard lock(mu_);
+                ++status_.slots_dropped;
+            }
+        } catch (const pg::sql_error& e) {
+            log::debug("realtime: an abandoned slot was not dropped",
+                       {{"slot", name}, {"error", e.what()}});
+        }
+        idle_.erase(name);
+    }
 }
 
 // The slot's figures: one row whether or not the slot exists (the settings matter either way).
@@ -690,6 +771,8 @@ std::string status_json(const capture_status& s) {
     j.w.Uint64(s.connects);
     j.key("slots_recreated");
     j.w.Uint64(s.slots_recreated);
+    j.key("slots_dropped");
+    j.w.Uint64(s.slots_dropped);
     j.key("in_sink");
     j.w.Bool(s.in_sink);
     j.key("sink_wait_s");

@@ -199,9 +199,17 @@ private:
     std::size_t i_ = 0;
 };
 
-void write_columns(core::json::writer& j, const std::vector<column_value>& cols) {
+using allowed_set = std::set<std::string, std::less<>>;
+
+bool shown(const allowed_set* allowed, const std::string& name) {
+    return !allowed || allowed->contains(name);
+}
+
+void write_columns(core::json::writer& j, const std::vector<column_value>& cols,
+                   const allowed_set* allowed) {
     j.w.StartArray();
     for (const auto& c : cols) {
+        if (!shown(allowed, c.name)) continue;
         j.w.StartObject();
         j.kv("name", c.name);
         j.kv("type", c.type);
@@ -211,9 +219,10 @@ void write_columns(core::json::writer& j, const std::vector<column_value>& cols)
 }
 
 void write_row(core::json::writer& j, const std::vector<column_value>& cols, bool keys_only,
-               const std::vector<std::string>& primary_key = {}) {
+               const allowed_set* allowed, const std::vector<std::string>& primary_key = {}) {
     j.w.StartObject();
     for (const auto& c : cols) {
+        if (!shown(allowed, c.name)) continue;
         if (keys_only && !c.key) continue;
         if (keys_only && !primary_key.empty() &&
             std::find(primary_key.begin(), primary_key.end(), c.name) == primary_key.end()) {
@@ -241,7 +250,8 @@ void write_value(core::json::writer& j, std::string_view type, std::string_view 
     write_scalar(j, type, text);
 }
 
-std::string change_data(const change& c, const std::vector<std::string>& primary_key) {
+std::string change_data(const change& c, const std::vector<std::string>& primary_key,
+                        const allowed_set* columns) {
     core::json::writer j;
     j.w.StartObject();
     j.kv("schema", c.schema);
@@ -252,21 +262,21 @@ std::string change_data(const change& c, const std::vector<std::string>& primary
                                                        : "DELETE";
     j.kv("type", type);
     j.key("columns");
-    write_columns(j, c.kind == change_kind::remove ? c.old_keys : c.new_row);
+    write_columns(j, c.kind == change_kind::remove ? c.old_keys : c.new_row, columns);
     if (c.kind != change_kind::remove) {
         j.key("record");
-        write_row(j, c.new_row, false);
+        write_row(j, c.new_row, false, columns);
     }
     if (c.kind == change_kind::update) {
         j.key("old_record");
         if (!c.old_keys.empty()) {
-            write_row(j, c.old_keys, true, primary_key);
+            write_row(j, c.old_keys, true, columns, primary_key);
         } else {
-            write_row(j, c.new_row, true, primary_key);  // the key did not change
+            write_row(j, c.new_row, true, columns, primary_key);  // the key did not change
         }
     } else if (c.kind == change_kind::remove) {
         j.key("old_record");
-        write_row(j, c.old_keys, true, primary_key);
+        write_row(j, c.old_keys, true, columns, primary_key);
     }
     j.key("errors");
     j.w.Null();

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,8 +46,13 @@ using query_fn = std::function<net::awaitable<core::pg::result>(std::string, cor
 struct capture_options {
     /// The login with REPLICATION (REALTIME_DATABASE_URL); replication=database is added.
     std::string dsn;
-    std::string slot = "awp_realtime";         // REALTIME_SLOT
+    std::string slot = "awp_realtime";         // the gateway's: REALTIME_SLOT + _ + instance
     std::string publication = "awp_realtime";  // REALTIME_PUBLICATION
+    /// Other readers' slots are `<slot_prefix>_...` in this database (several gateways, each its
+    /// own). One found inactive, at one position, for `abandon_after` is dropped (its reader is
+    /// gone: it would hold WAL up to the cap for nothing). "" or 0: none is ever dropped.
+    std::string slot_prefix;
+    std::chrono::milliseconds abandon_after{0};
     /// At most this long between two standby status updates (the server's wal_sender_timeout,
     /// 60 s by default, must be longer).
     std::chrono::milliseconds status_interval{std::chrono::seconds(10)};
@@ -105,6 +111,7 @@ struct capture_status {
     std::uint64_t sink_failures = 0;    ///< transactions whose sink threw (not delivered)
     std::uint64_t connects = 0;         ///< sessions that reached streaming
     std::uint64_t slots_recreated = 0;  ///< lost slots (over the WAL cap) made anew
+    std::uint64_t slots_dropped = 0;    ///< other readers' slots dropped as abandoned
     bool in_sink = false;               ///< the sink holds the reader now
     double sink_wait_s = 0;             ///< for how long
     std::optional<slot_figures> figures;
@@ -140,6 +147,7 @@ private:
     net::awaitable<void> handle(session& s, step st);
     net::awaitable<void> resolve_types(std::vector<std::uint32_t> oids);
     net::awaitable<void> stats_loop();
+    net::awaitable<void> drop_abandoned();
     net::awaitable<void> pause(std::chrono::milliseconds d);
     void report(std::string state, std::string reason);
     void poke_status();
@@ -158,6 +166,8 @@ private:
     net::steady_timer* stats_timer_ = nullptr;
     session* session_ = nullptr;
     std::uint64_t decided_ = 0;  // strand-only copies of the status fields the loops use
+    /// Other readers' slots seen inactive: since when, and at which confirmed position.
+    std::map<std::string, std::pair<std::chrono::steady_clock::time_point, std::string>> idle_;
 };
 
 }  // namespace awp::realtime

@@ -30,12 +30,18 @@ struct change {
     // ISO 8601 UTC, as the client expects ("2026-11-26T23:40:35.758Z")
     std::string commit_timestamp;
     std::uint64_t lsn = 0;  // the commit's end LSN
+    // old_keys is the whole old row (REPLICA IDENTITY FULL): a DELETE's visibility can be asked
+    // of the row's policies (docs/realtime.md, "Who sees what")
+    bool old_full = false;
 };
 
 /// One committed transaction's changes, in order.
 struct transaction {
     std::uint64_t commit_lsn = 0;
     std::string commit_timestamp;
+    /// Its transaction id (Begin's): the commit reaches the slot a moment before other sessions'
+    /// snapshots see it, so the visibility checks wait for a snapshot that does.
+    std::uint32_t xid = 0;
     std::vector<change> changes;
 };
 

@@ -4,6 +4,7 @@
 // ISO 8601), which realtime-js's convertChangeData then leaves as they are.
 #pragma once
 
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,8 +23,11 @@ void write_value(core::json::writer& j, std::string_view type, std::string_view 
 /// identity columns only. `errors` is null. `primary_key`, when not empty, narrows old_record
 /// to those columns (a table of REPLICA IDENTITY FULL sends every old column: the subscriber
 /// gets the key, nothing more).
+/// `columns`, when given, are the only columns the event may carry (those the subscriber's role
+/// may select): the others are left out of `columns`, `record` and `old_record`.
 [[nodiscard]] std::string change_data(const change& c,
-                                      const std::vector<std::string>& primary_key = {});
+                                      const std::vector<std::string>& primary_key = {},
+                                      const std::set<std::string, std::less<>>* columns = nullptr);
 
 /// A postgres_changes push's payload: {"ids": [...], "data": <data_json>}.
 [[nodiscard]] std::string change_payload(const std::vector<std::uint64_t>& ids,
