@@ -45,9 +45,13 @@ AWP_CONFIG_DIR=$STATE/config
 OPENCLAW_STATE_DIR=$STATE/openclaw
 SECRETS_DIR=$STATE/secrets
 AWP_STATE_DIR=$STATE/runner
+# The files of /storage/v1 (docs/storage.md).
+STORAGE_DIR=$STATE/storage
 LOG_LEVEL=info
 ENV
 fi
+# A stack.env from before /storage/v1: its store goes under $STATE too, not in $HOME.
+grep -q '^STORAGE_DIR=' "$STATE/stack.env" || echo "STORAGE_DIR=$STATE/storage" >>"$STATE/stack.env"
 # shellcheck disable=SC1091
 . "$STATE/stack.env"
 AGENT_RUNTIME=${AGENT_RUNTIME:-$runtime_wrapper}
