@@ -81,7 +81,7 @@ TEST_CASE("domain codes round-trip through their SQLSTATE text", "[pg][protocol]
     CHECK(pg::sqlstate_of(domain_code::illegal_transition) == "AW001");
     CHECK(pg::sqlstate_of(domain_code::operator_required) == "AW010");
     CHECK_FALSE(pg::domain_code_of("AW000"));
-    CHECK_FALSE(pg::domain_code_of("AW011"));
+    CHECK_FALSE(pg::domain_code_of("AW012"));
     CHECK_FALSE(pg::domain_code_of("aw001"));
     CHECK_FALSE(pg::domain_code_of("AW01"));
     CHECK_FALSE(pg::domain_code_of("AW0010"));

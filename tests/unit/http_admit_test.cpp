@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 
 #include <boost/asio/use_awaitable.hpp>
@@ -54,7 +55,7 @@ net::awaitable<http::response> ranged(http::request r) {
     ::unlink(name);
     std::string content;
     for (int i = 0; i < 100; ++i) content.push_back(static_cast<char>('0' + i % 10));
-    (void)::write(fd, content.data(), content.size());
+    if (::write(fd, content.data(), content.size()) < 0) throw std::runtime_error("write");
     const auto from = std::stoull(r.query_param("from").value_or("0"));
     const auto n = std::stoull(r.query_param("n").value_or("100"));
     co_return http::response::file(206, "text/plain", fd, n, from);

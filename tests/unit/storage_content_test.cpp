@@ -94,9 +94,9 @@ TEST_CASE("storage content: media types, MIME patterns and sizes", "[storage][co
     CHECK(mime_pattern_problem("text/plain").empty());
     CHECK_FALSE(mime_pattern_problem("text/plain; charset=x").empty());
     CHECK_FALSE(mime_pattern_problem("nope").empty());
-    CHECK(parse_size("3B") == 3);
-    CHECK(parse_size("30KB") == 30'000);
-    CHECK(parse_size("1.5mb") == 1'500'000);
+    CHECK(parse_size("3B") == 3U);
+    CHECK(parse_size("30KB") == 30'000U);
+    CHECK(parse_size("1.5mb") == 1'500'000U);
     CHECK(parse_size("20GB") == 20'000'000'000ULL);
     CHECK_FALSE(parse_size("20"));
     CHECK_FALSE(parse_size("-1MB"));

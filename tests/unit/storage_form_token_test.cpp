@@ -51,7 +51,8 @@ TEST_CASE("storage form: the file, its type and the fields, fed in pieces of any
           "[storage][form]") {
     std::string file = "\x89PNG\r\n\x1a\n";
     for (int i = 0; i < 5000; ++i) file += static_cast<char>(i % 251);
-    file += "\r\n--XyZ is not the end\r\n";  // looks like a delimiter, is not one
+    // Near misses of the delimiter ("\r\n--XyZ"), which a sender never puts in a part.
+    file += "--XyZ not after a line break\r\n--XyY\r\n-";
     const auto body = form_body(file);
     for (std::size_t piece : {1UL, 7UL, 100UL, 4096UL, body.size()}) {
         INFO(piece);

@@ -160,12 +160,16 @@ std::string sniff(std::string_view head) {
     // Text: UTF-8 (a multibyte sequence cut by the end of the sample is allowed) without
     // control characters other than tab, newlines, form feed and escape.
     std::string_view sample = head;
-    for (std::size_t cut = 0; cut < 4 && !sample.empty() && !core::json::is_utf8(sample); ++cut) {
-        sample.remove_suffix(1);
+    for (std::size_t back = 1; back <= 3 && back <= sample.size(); ++back) {
+        const auto c = static_cast<unsigned char>(sample[sample.size() - back]);
+        if ((c & 0xC0U) == 0x80U) continue;  // a continuation byte: look further back
+        if (c >= 0xC0U) {
+            const std::size_t need = c >= 0xF0U ? 4 : c >= 0xE0U ? 3 : 2;
+            if (need > back) sample.remove_suffix(back);  // the sequence the sample cut
+        }
+        break;
     }
-    if (!core::json::is_utf8(sample) || head.size() - sample.size() >= 4) {
-        return "application/octet-stream";
-    }
+    if (!core::json::is_utf8(sample)) return "application/octet-stream";
     const bool control = std::any_of(sample.begin(), sample.end(), [](char c) {
         const auto u = static_cast<unsigned char>(c);
         return (u < 0x20 && u != '\t' && u != '\n' && u != '\r' && u != '\f' && u != 0x1B) ||
