@@ -486,7 +486,8 @@ TEST_CASE(
             "/storage/v1/object/assets/drill/streaming-" + std::to_string(round), 20'000'000)));
         std::thread sender([&] {
             const std::string piece(64 * 1024, 's');
-            while (!stop && streaming.send(piece)) std::this_thread::sleep_for(5ms);
+            // About 3 MB/s: 20 MB take longer than any round lives before its kill.
+            while (!stop && streaming.send(piece)) std::this_thread::sleep_for(20ms);
         });
         std::vector<std::thread> clients;
         for (int i = 0; i < 3; ++i) clients.emplace_back(uploader, i);

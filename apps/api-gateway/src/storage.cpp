@@ -139,10 +139,7 @@ http::response storage_error::to_response() const {
     return res;
 }
 
-namespace {
-
-/// A Postgres error as the platform's storage server words it.
-storage_error from_sql(const pg::sql_error& e) {
+storage_error storage_sql_error(const pg::sql_error& e) {
     const auto& state = e.sqlstate();
     if (state == "42501") return {403, "AccessDenied", "Unauthorized", e.primary()};
     if (state == "23505")
@@ -170,6 +167,8 @@ storage_error from_sql(const pg::sql_error& e) {
     core::log::error("storage: database error", {{"sqlstate", state}, {"error", e.primary()}});
     return {500, "DatabaseError", "internal", "Internal server error"};
 }
+
+namespace {
 
 /// The request's headers as request.headers (lower-case names, the first of each, no cookie).
 std::string headers_json(const http::request& r) {
@@ -428,7 +427,7 @@ net::awaitable<http::response> storage_service::guarded(
         refusal = storage_error(status, status == 413 ? "EntityTooLarge" : "InvalidRequest",
                                 e.code(), e.what());
     } catch (const pg::sql_error& e) {
-        refusal = from_sql(e);
+        refusal = storage_sql_error(e);
     } catch (const pg::connection_error& e) {
         core::log::warn("storage: database unreachable", {{"error", e.what()}});
         refusal = storage_error(503, "DatabaseError", "unavailable", "the database is unreachable");

@@ -231,11 +231,7 @@ net::awaitable<http::admission> storage_service::upload_admit(http::request& r) 
     } catch (const storage_error& e) {
         refusal = e;
     } catch (const pg::sql_error& e) {
-        // Through the same mapping as every handler.
-        refusal = storage_error(e.sqlstate() == "42501" ? 403U : 500U,
-                                e.sqlstate() == "42501" ? "AccessDenied" : "DatabaseError",
-                                e.sqlstate() == "42501" ? "Unauthorized" : "internal",
-                                e.sqlstate() == "42501" ? e.primary() : "Internal server error");
+        refusal = storage_sql_error(e);  // the same words as every handler's
     } catch (const pg::connection_error&) {
         refusal = storage_error(503, "DatabaseError", "unavailable", "the database is unreachable");
     }
@@ -271,8 +267,8 @@ net::awaitable<http::admission> storage_service::signed_upload_admit(http::reque
                              target.bucket, target.name);
     } catch (const storage_error& e) {
         refusal = e;
-    } catch (const pg::sql_error&) {
-        refusal = storage_error(500, "DatabaseError", "internal", "Internal server error");
+    } catch (const pg::sql_error& e) {
+        refusal = storage_sql_error(e);
     } catch (const pg::connection_error&) {
         refusal = storage_error(503, "DatabaseError", "unavailable", "the database is unreachable");
     }

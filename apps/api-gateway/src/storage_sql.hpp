@@ -8,6 +8,15 @@
 #include <string>
 #include <string_view>
 
+#include "awp/core/pg.hpp"
+
+namespace awp::api {
+class storage_error;
+/// A Postgres error as the platform's storage server words it (storage.cpp): 42501 → 403,
+/// 23505 → 409, the name's CHECKs → 400, AW009 → 403, AW011 → 413, 57014 → 504, others 500.
+storage_error storage_sql_error(const core::pg::sql_error& e);
+}  // namespace awp::api
+
 namespace awp::api::sql {
 
 // A bucket as the platform answers it.
