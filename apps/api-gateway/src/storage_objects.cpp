@@ -410,7 +410,7 @@ std::optional<object_row> row_of(const pg::result& res) {
     o.etag = res.get<std::string>(0, 3);
     o.cache_control = res.get_optional<std::string>(0, 4).value_or("");
     o.last_modified = res.get<std::string>(0, 5);
-    o.info_json = res.get<std::string>(0, 6);
+    o.info_json = res.get_optional<std::string>(0, 6).value_or("");
     return o;
 }
 
@@ -525,7 +525,8 @@ net::awaitable<http::response> storage_service::download(http::request r) {
     std::optional<object_row> row;
     if (who.role != "anon") {
         std::vector<pg::connection::pipelined> stmts;
-        stmts.push_back({std::string(sql::kObjectGet), pg::params{target.bucket, target.name}});
+        stmts.push_back(
+            {std::string(sql::kObjectGetBytes), pg::params{target.bucket, target.name}});
         auto res = co_await run(who, r, std::move(stmts), true);
         row = row_of(res[0]);
     }

@@ -107,6 +107,11 @@ inline constexpr std::string_view kObjectUpsert = AWP_STORAGE_INSERT
 
 /// As the caller (RLS), or as the service role for a signed URL.
 inline constexpr std::string_view kObjectGet = AWP_STORAGE_OBJECT_GET;
+/// A download's: the same without the info JSON (nobody reads it there).
+inline constexpr std::string_view kObjectGetBytes =
+    "SELECT o.version, o.size, o.mimetype, o.etag, o.cache_control, "
+    "to_char(o.updated_at AT TIME ZONE 'UTC', 'Dy, DD Mon YYYY HH24:MI:SS \"GMT\"'), NULL::text "
+    "FROM storage.objects o WHERE o.bucket_id = $1 AND o.name = $2::text";
 /// As the service role: only when the bucket is public.
 inline constexpr std::string_view kObjectGetPublic = AWP_STORAGE_OBJECT_GET
     " AND EXISTS (SELECT 1 FROM storage.buckets b WHERE b.id = o.bucket_id AND b.public)";
