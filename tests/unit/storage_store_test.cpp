@@ -107,7 +107,7 @@ TEST_CASE("storage store: staged bytes are hashed, durable, then published or di
     CHECK(fs::is_empty(s->spool_dir()));
 }
 
-TEST_CASE("storage store: a copy shares the bytes; removing one leaves the other",
+TEST_CASE("storage store: a copy shares the bytes, and removing one leaves the other",
           "[storage][store]") {
     temp_dir d;
     auto s = open_store(d.path);
@@ -173,7 +173,7 @@ TEST_CASE("storage store: a folder that is not a store is refused", "[storage][s
 }
 
 TEST_CASE(
-    "storage store: what a killed process left staged is found and settled; a live one's "
+    "storage store: what a killed process left staged is found and settled, a live one's "
     "is not",
     "[storage][store]") {
     temp_dir d;

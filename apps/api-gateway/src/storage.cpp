@@ -311,6 +311,11 @@ storage_service::storage_service(gateway& gw, net::io_context& ioc, storage_conf
       cfg_(std::move(cfg)),
       url_key_(storage::url_signing_key(gw.config().jwt_secret)),
       pool_(static_cast<std::size_t>(cfg_.threads)) {
+    if (cfg_.enabled && cfg_.dir.empty()) {
+        // A configuration that did not go through validate_storage (which sets the default).
+        cfg_.enabled = false;
+        cfg_.off_reason = "no STORAGE_DIR";
+    }
     if (!cfg_.off_reason.empty()) {
         core::log::warn("storage: /storage/v1 is off", {{"reason", cfg_.off_reason}});
     }
