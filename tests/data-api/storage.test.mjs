@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import { createClient } from '@supabase/supabase-js'
 import { anonClient, config, env, eventually, ids, psql, signedIn } from './lib/world.mjs'
 
-const serviceKey = process.env.AWP_DATA_API_SERVICE_KEY
+const serviceKey = process.env.AWP_DATA_API_SERVICE_ROLE_KEY
 const storageDir = process.env.AWP_DATA_API_STORAGE_DIR
 
 const sha = (bytes) => createHash('sha256').update(bytes).digest('hex')
@@ -44,7 +44,7 @@ describe('storage', () => {
   let service
   const docs = `docs-${randomUUID().slice(0, 8)}`
   before(async () => {
-    assert.ok(serviceKey, 'AWP_DATA_API_SERVICE_KEY is set by run.sh')
+    assert.ok(serviceKey, 'AWP_DATA_API_SERVICE_ROLE_KEY is set by run.sh')
     ada = await signedIn('ada')
     zed = await signedIn('zed')
     nob = await signedIn('nob')
