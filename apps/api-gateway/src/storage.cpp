@@ -358,6 +358,13 @@ storage_caller storage_service::caller(const http::request& r, bool lenient) con
         c.claims_json = who.claims_json;
         c.sub = who.sub;
     } catch (const rest::api_error& e) {
+        if (e.status() != 401) {
+            // Not a refused token: its database's signed-out sessions are not read yet (503,
+            // Retry-After). Refused, whatever the route, with what the data API says.
+            storage_error busy(e.status(), "DatabaseError", "unavailable", e.message());
+            for (const auto& [k, v] : e.headers) busy.extra.add(k, v);
+            throw busy;
+        }
         if (lenient) return storage_caller{};
         storage_error refused(401, "InvalidJWT", "Unauthorized", e.message());
         refused.extra.add("WWW-Authenticate", "Bearer error=\"invalid_token\"");
