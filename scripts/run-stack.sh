@@ -53,6 +53,8 @@ AWP_CONFIG_DIR=$STATE/config
 OPENCLAW_STATE_DIR=$STATE/openclaw
 SECRETS_DIR=$STATE/secrets
 AWP_STATE_DIR=$STATE/runner
+# The files of /storage/v1 (docs/storage.md).
+STORAGE_DIR=$STATE/storage
 LOG_LEVEL=info
 # More agent templates for the runner, published beside deploy/templates (docs/command-runner.md,
 # "Templates"): a git repository with template/<name> branches or a templates/<name> folder each
@@ -60,6 +62,8 @@ LOG_LEVEL=info
 # AWP_TEMPLATES_SOURCE=
 ENV
 fi
+# A stack.env from before /storage/v1: its store goes under $STATE too, not in $HOME.
+grep -q '^STORAGE_DIR=' "$STATE/stack.env" || echo "STORAGE_DIR=$STATE/storage" >>"$STATE/stack.env"
 # shellcheck disable=SC1091
 . "$STATE/stack.env"
 # The runner's agent scripts and templates, and the gateway's template list: this checkout's

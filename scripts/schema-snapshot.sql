@@ -1,6 +1,7 @@
 -- The migrated schema as sorted text (scripts/schema-snapshot.sh runs it; sql/README.md).
--- Everything of schemas public and auth (what the migrations make there: sql/0028) that is not
--- part of an extension, plus the roles its privileges and policies name. Not function bodies:
+-- Everything of schemas public, auth and storage (what the migrations make there: sql/0028,
+-- sql/0040) that is not part of an extension, plus the roles its privileges and policies name.
+-- Not function bodies:
 -- those are in sql/functions/*.sql (and, for auth's, in sql/0028).
 -- Run with search_path = pg_catalog, so every name outside pg_catalog is schema-qualified.
 \pset format unaligned
@@ -9,7 +10,7 @@
 
 -- The schemas shown.
 CREATE TEMPORARY VIEW snap_ns AS
-  SELECT oid FROM pg_namespace WHERE nspname IN ('public', 'auth');
+  SELECT oid FROM pg_namespace WHERE nspname IN ('public', 'auth', 'storage');
 -- Objects of schema public that belong to an extension (pgvector's, when it lives there).
 CREATE TEMPORARY VIEW snap_ext AS
   SELECT d.classid, d.objid FROM pg_depend d WHERE d.deptype = 'e';
@@ -40,7 +41,7 @@ WITH named AS (
    WHERE p.pronamespace IN (SELECT oid FROM snap_ns)
   UNION SELECT x.grantee FROM pg_type t, aclexplode(t.typacl) x
    WHERE t.typnamespace IN (SELECT oid FROM snap_ns)
-  UNION SELECT x.grantee FROM pg_namespace n, aclexplode(n.nspacl) x WHERE n.nspname IN ('public', 'auth')
+  UNION SELECT x.grantee FROM pg_namespace n, aclexplode(n.nspacl) x WHERE n.nspname IN ('public', 'auth', 'storage')
   UNION SELECT unnest(p.polroles) FROM pg_policy p
 ), roles AS (
   SELECT r.* FROM pg_roles r JOIN named ON named.r = r.oid
@@ -64,7 +65,7 @@ SELECT format('extension %s in schema %s', e.extname, e.extnamespace::regnamespa
 SELECT '';
 SELECT '-- schemas';
 SELECT format('schema %s: %s', n.nspname, pg_temp.snap_acl(n.nspacl, n.nspowner))
-  FROM pg_namespace n WHERE n.nspname IN ('public', 'auth') ORDER BY n.nspname;
+  FROM pg_namespace n WHERE n.nspname IN ('public', 'auth', 'storage') ORDER BY n.nspname;
 SELECT format('default privileges of %s%s on %s: %s', d.defaclrole::regrole,
               CASE WHEN d.defaclnamespace = 0 THEN ''
                    ELSE ' in schema ' || d.defaclnamespace::regnamespace::text END,

@@ -13,6 +13,7 @@ extension vector in schema public
 -- schemas
 schema auth: (owner): CREATE, USAGE; anon: USAGE; authenticated: USAGE; service_role: USAGE
 schema public: (owner): CREATE, USAGE; PUBLIC: USAGE; anon: USAGE; authenticated: USAGE; awp_gateway: USAGE; service_role: USAGE
+schema storage: (owner): CREATE, USAGE; anon: USAGE; authenticated: USAGE; service_role: USAGE
 default privileges of postgres on functions: (owner): EXECUTE
 
 -- enums
@@ -1935,6 +1936,102 @@ table public.workspace (owner postgres), row level security forced
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
+table storage.buckets (owner postgres), row level security forced
+  column id text NOT NULL
+  column name text NOT NULL
+  column owner uuid
+  column owner_id text
+  column tenant_id uuid
+  column public boolean NOT NULL DEFAULT false
+  column file_size_limit bigint
+  column allowed_mime_types text[]
+  column type text NOT NULL DEFAULT 'STANDARD'::text
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint buckets_file_size_limit_check CHECK (file_size_limit IS NULL OR file_size_limit >= 0)
+  constraint buckets_id_rule CHECK (id ~ '^[A-Za-z0-9_!.*''() &$=@;:+,?-]{1,100}$'::text AND id !~ '^ '::text AND id !~ ' $'::text AND (id <> ALL (ARRAY['.'::text, '..'::text])))
+  constraint buckets_name_is_id CHECK (name = id)
+  constraint buckets_name_key UNIQUE (name)
+  constraint buckets_pkey PRIMARY KEY (id)
+  constraint buckets_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint buckets_type_check CHECK (type = 'STANDARD'::text)
+  CREATE UNIQUE INDEX buckets_name_key ON storage.buckets USING btree (name)
+  CREATE UNIQUE INDEX buckets_pkey ON storage.buckets USING btree (id)
+  CREATE TRIGGER buckets_before BEFORE INSERT OR UPDATE ON storage.buckets FOR EACH ROW EXECUTE FUNCTION public.awp_storage_bucket_before()
+  policy awp_anon_wall RESTRICTIVE FOR ALL TO anon USING (false) WITH CHECK (false)
+  policy awp_tenant_wall_delete RESTRICTIVE FOR DELETE TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  policy awp_tenant_wall_insert RESTRICTIVE FOR INSERT TO authenticated WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  policy awp_tenant_wall_read RESTRICTIVE FOR SELECT TO authenticated USING (((tenant_id IS NULL) OR (tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))))
+  policy awp_tenant_wall_update RESTRICTIVE FOR UPDATE TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  policy buckets_read PERMISSIVE FOR SELECT TO authenticated USING (true)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, SELECT, UPDATE
+
+table storage.deleted_versions (owner postgres), row level security
+  column version text NOT NULL
+  column deleted_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint deleted_versions_pkey PRIMARY KEY (version)
+  CREATE INDEX deleted_versions_deleted_at_idx ON storage.deleted_versions USING btree (deleted_at)
+  CREATE UNIQUE INDEX deleted_versions_pkey ON storage.deleted_versions USING btree (version)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, SELECT, UPDATE
+
+table storage.objects (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column bucket_id text NOT NULL
+  column name text NOT NULL COLLATE "C"
+  column owner uuid
+  column owner_id text
+  column tenant_id uuid NOT NULL
+  column version text NOT NULL
+  column size bigint NOT NULL
+  column mimetype text NOT NULL DEFAULT 'application/octet-stream'::text
+  column etag text NOT NULL
+  column cache_control text
+  column metadata jsonb NOT NULL DEFAULT '{}'::jsonb
+  column user_metadata jsonb
+  column path_tokens text[] GENERATED ALWAYS AS (string_to_array(name, '/'::text)) STORED
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column last_accessed_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint objects_bucket_id_fkey FOREIGN KEY (bucket_id) REFERENCES storage.buckets(id)
+  constraint objects_bucket_name_key UNIQUE (bucket_id, name)
+  constraint objects_name_length CHECK (octet_length(name) >= 1 AND octet_length(name) <= 1024)
+  constraint objects_name_nfc CHECK ((name IS NFC NORMALIZED))
+  constraint objects_pkey PRIMARY KEY (id)
+  constraint objects_size_check CHECK (size >= 0)
+  constraint objects_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint objects_version_check CHECK (version ~ '^[0-9a-f]{32}$'::text)
+  constraint objects_version_key UNIQUE (version)
+  CREATE UNIQUE INDEX objects_bucket_name_key ON storage.objects USING btree (bucket_id, name)
+  CREATE UNIQUE INDEX objects_pkey ON storage.objects USING btree (id)
+  CREATE INDEX objects_tenant_idx ON storage.objects USING btree (tenant_id)
+  CREATE UNIQUE INDEX objects_version_key ON storage.objects USING btree (version)
+  CREATE TRIGGER objects_after AFTER INSERT OR DELETE OR UPDATE ON storage.objects FOR EACH ROW EXECUTE FUNCTION public.awp_storage_object_after()
+  CREATE TRIGGER objects_before BEFORE INSERT OR UPDATE ON storage.objects FOR EACH ROW EXECUTE FUNCTION public.awp_storage_object_before()
+  policy assets_tenant_delete PERMISSIVE FOR DELETE TO authenticated USING (((bucket_id = 'assets'::text) AND ((storage.foldername(name))[1] = (( SELECT public.current_tenant_id() AS current_tenant_id))::text)))
+  policy assets_tenant_insert PERMISSIVE FOR INSERT TO authenticated WITH CHECK (((bucket_id = 'assets'::text) AND ((storage.foldername(name))[1] = (( SELECT public.current_tenant_id() AS current_tenant_id))::text)))
+  policy assets_tenant_read PERMISSIVE FOR SELECT TO authenticated USING (((bucket_id = 'assets'::text) AND ((storage.foldername(name))[1] = (( SELECT public.current_tenant_id() AS current_tenant_id))::text)))
+  policy assets_tenant_update PERMISSIVE FOR UPDATE TO authenticated USING (((bucket_id = 'assets'::text) AND ((storage.foldername(name))[1] = (( SELECT public.current_tenant_id() AS current_tenant_id))::text))) WITH CHECK (((bucket_id = 'assets'::text) AND ((storage.foldername(name))[1] = (( SELECT public.current_tenant_id() AS current_tenant_id))::text)))
+  policy awp_anon_wall RESTRICTIVE FOR ALL TO anon USING (false) WITH CHECK (false)
+  policy awp_tenant_wall RESTRICTIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, SELECT, UPDATE
+
+table storage.tenant_usage (owner postgres), row level security
+  column tenant_id uuid NOT NULL
+  column bytes bigint NOT NULL DEFAULT 0
+  column objects bigint NOT NULL DEFAULT 0
+  column max_bytes bigint
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint tenant_usage_max_bytes_check CHECK (max_bytes IS NULL OR max_bytes >= 0)
+  constraint tenant_usage_pkey PRIMARY KEY (tenant_id)
+  constraint tenant_usage_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX tenant_usage_pkey ON storage.tenant_usage USING btree (tenant_id)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_usage_own PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; service_role: DELETE, INSERT, SELECT, UPDATE
+
 -- functions (bodies: sql/functions/*.sql)
 function auth.email()
   returns text, sql STABLE SET search_path="", owner postgres
@@ -2155,6 +2252,15 @@ function public.awp_set_updated_at()
 function public.awp_sha256_hex(p text)
   returns text, sql IMMUTABLE STRICT PARALLEL SAFE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_storage_bucket_before()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_storage_object_after()
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_storage_object_before()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_task_deadline(p_due_at timestamp with time zone, p_due_date timestamp with time zone)
   returns timestamp with time zone, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
@@ -2293,6 +2399,15 @@ function public.spawn_routine_schedule_items()
 function public.start_command(p_command_id uuid, p_lease_token uuid DEFAULT NULL::uuid, p_lease_seconds integer DEFAULT NULL::integer)
   returns public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function storage.extension(name text)
+  returns text, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
+  execute (owner): EXECUTE; anon: EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function storage.filename(name text)
+  returns text, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
+  execute (owner): EXECUTE; anon: EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function storage.foldername(name text)
+  returns text[], sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
+  execute (owner): EXECUTE; anon: EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 
 -- publications (realtime: sql/0031) and the replica identity of tables that change it
 publication awp_realtime: FOR ALL TABLES, publish insert, update, delete, truncate, owner postgres

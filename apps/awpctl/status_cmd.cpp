@@ -1,10 +1,11 @@
 // awpctl status: per gateway, the daemons alive (last heartbeat), queue depths by status, the
 // oldest pending age, dead letters and failed commands in the last hour; realtime's replication
-// slots, one per api-gateway (lag, confirmed LSN, WAL status against the cap); --json for
-// scripts, --watch to refresh.
+// slots, one per api-gateway (lag, confirmed LSN, WAL status against the cap); the object store's
+// rows and its disk's free space; --json for scripts, --watch to refresh.
 #include <chrono>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "awp/core/json.hpp"
 #include "awp/core/migrate.hpp"
 #include "awp/core/pg.hpp"
+#include "awp/storage/store.hpp"
 #include "commands.hpp"
 
 namespace awp::ctl {
@@ -63,14 +65,32 @@ SELECT json_build_object(
       FROM pg_catalog.pg_replication_slots s
      WHERE s.database = current_database()
        AND (s.slot_name = $2::text
-            OR left(s.slot_name::text, length($2::text) + 1) = $2::text || '_')), '[]'))
+            OR left(s.slot_name::text, length($2::text) + 1) = $2::text || '_')), '[]'),
+  -- the object store of /storage/v1 (docs/storage.md): its rows from the database, its disk
+  -- from STORAGE_DIR when this host has it
+  'storage', json_build_object('dir', $3::text, 'free_bytes', $4::bigint,
+                               'total_bytes', $5::bigint, 'usage', $6::json)
 )::text
+)SQL";
+
+// What the store holds, by the database: objects, bytes, tenants, deletions not yet reaped
+// (NULL where awp made no storage schema, e.g. a hosted project's own).
+constexpr const char* kStorageSql = R"SQL(
+SELECT CASE WHEN to_regclass('storage.tenant_usage') IS NULL THEN NULL ELSE 'present' END
+)SQL";
+constexpr const char* kStorageUsageSql = R"SQL(
+SELECT json_build_object(
+  'objects', COALESCE(sum(u.objects), 0), 'bytes', COALESCE(sum(u.bytes), 0),
+  'tenants', count(*) FILTER (WHERE u.objects > 0),
+  'queued_deletions', (SELECT count(*) FROM storage.deleted_versions))::text
+FROM storage.tenant_usage u
 )SQL";
 
 struct status_options {
     double watch_s = 0;
     int alive_s = 90;
     std::string slot = "awp_realtime";
+    std::string storage_dir;  // STORAGE_DIR
 };
 
 std::int64_t count_of(const rapidjson::Value& obj, const char* key) {
@@ -128,6 +148,27 @@ void print_realtime(const rapidjson::Value& r) {
     }
 }
 
+// One line: the store's objects and bytes, and its disk's free space.
+void print_storage(const rapidjson::Value& s) {
+    if (!s.IsObject()) return;
+    std::cout << "\nstorage: ";
+    const auto& u = s["usage"];
+    if (u.IsObject()) {
+        std::cout << count_of(u, "objects") << " objects, " << bytes(count_of(u, "bytes")) << " in "
+                  << count_of(u, "tenants") << " tenant(s), " << count_of(u, "queued_deletions")
+                  << " deletion(s) to reap";
+    } else {
+        std::cout << "no storage schema here";
+    }
+    if (s["dir"].IsString() && s["free_bytes"].IsInt64()) {
+        std::cout << "; " << s["dir"].GetString() << ": " << bytes(s["free_bytes"].GetInt64())
+                  << " free of " << bytes(s["total_bytes"].GetInt64());
+    } else if (s["dir"].IsString()) {
+        std::cout << "; " << s["dir"].GetString() << " is not readable here";
+    }
+    std::cout << "\n";
+}
+
 void print_human(const std::string& json) {
     const auto d = core::json::parse_object(json, core::json::kDocument);
     std::cout << "schema " << (d["schema"].IsString() ? d["schema"].GetString() : "(none)") << "\n";
@@ -161,6 +202,7 @@ void print_human(const std::string& json) {
     std::cout << "\nknowledge: pending " << count_of(k, "pending") << ", indexed "
               << count_of(k, "indexed") << ", failed " << count_of(k, "failed") << "\n";
     if (d.HasMember("realtime")) print_realtime(d["realtime"]);
+    if (d.HasMember("storage")) print_storage(d["storage"]);
 }
 
 command add_status(CLI::App& root, context& ctx) {
@@ -179,28 +221,49 @@ command add_status(CLI::App& root, context& ctx) {
                     "The prefix of realtime's replication slots (REALTIME_SLOT)")
         ->envname("REALTIME_SLOT")
         ->capture_default_str();
-    return {
-        app, [&ctx] {
-            auto conn = core::pg::connection::connect(ctx.database_url);
-            if (core::migrate::current_version(conn).empty()) {
-                std::cerr << "awpctl status: the database has no awp schema (run awpctl "
-                             "migrate)\n";
-                return 1;
-            }
-            for (;;) {
-                const auto json = conn.exec(kStatusSql, {o.alive_s, o.slot}).get<std::string>(0, 0);
-                if (o.watch_s > 0 && !ctx.json) std::cout << "\x1b[H\x1b[2J";
-                if (ctx.json) {
-                    std::cout << json << "\n";
-                } else {
-                    print_human(json);
+    app->add_option("--storage-dir", o.storage_dir,
+                    "The object store's folder, for its disk's free space (STORAGE_DIR)")
+        ->envname("STORAGE_DIR");
+    return {app, [&ctx] {
+                auto conn = core::pg::connection::connect(ctx.database_url);
+                if (core::migrate::current_version(conn).empty()) {
+                    std::cerr << "awpctl status: the database has no awp schema (run awpctl "
+                                 "migrate)\n";
+                    return 1;
                 }
-                std::cout.flush();
-                if (o.watch_s <= 0) return 0;
-                std::this_thread::sleep_for(
-                    std::chrono::milliseconds(static_cast<long>(o.watch_s * 1000)));
-            }
-        }};
+                for (;;) {
+                    std::optional<std::string> usage;
+                    if (!conn.exec(kStorageSql).is_null(0, 0)) {
+                        usage = conn.exec(kStorageUsageSql).get<std::string>(0, 0);
+                    }
+                    std::optional<std::string> dir;
+                    std::optional<std::int64_t> free_bytes;
+                    std::optional<std::int64_t> total_bytes;
+                    if (!o.storage_dir.empty()) {
+                        dir = o.storage_dir;
+                        try {
+                            const auto sp = storage::disk_space(o.storage_dir);
+                            free_bytes = static_cast<std::int64_t>(sp.free_bytes);
+                            total_bytes = static_cast<std::int64_t>(sp.total_bytes);
+                        } catch (const storage::store_error&) {
+                            // Not on this host, or not readable by this user: said in the output.
+                        }
+                    }
+                    const core::pg::params p{o.alive_s,  o.slot,      dir,
+                                             free_bytes, total_bytes, usage};
+                    const auto json = conn.exec(kStatusSql, p).get<std::string>(0, 0);
+                    if (o.watch_s > 0 && !ctx.json) std::cout << "\x1b[H\x1b[2J";
+                    if (ctx.json) {
+                        std::cout << json << "\n";
+                    } else {
+                        print_human(json);
+                    }
+                    std::cout.flush();
+                    if (o.watch_s <= 0) return 0;
+                    std::this_thread::sleep_for(
+                        std::chrono::milliseconds(static_cast<long>(o.watch_s * 1000)));
+                }
+            }};
 }
 
 }  // namespace

@@ -85,12 +85,16 @@ pids+=($!)
 # set (so GET /api/config answers the address the request came to). The tests get the JWT
 # secret to forge tokens the gateway must refuse (expired, an unknown role).
 # The service-role key is the admin API's credential (admin.test.mjs), as the product's
-# onboarding is given it.
-export AWP_DATA_API_JWT_SECRET AWP_DATA_API_SERVICE_ROLE_KEY
+# onboarding is given it; storage.test.mjs acts with it as a gateway host. The object store's
+# folder: storage.test.mjs checks that the bytes on disk are exactly the rows' once deletions
+# are reaped (a short grace and reaper interval here).
+export AWP_DATA_API_JWT_SECRET AWP_DATA_API_SERVICE_ROLE_KEY AWP_DATA_API_STORAGE_DIR
 AWP_DATA_API_JWT_SECRET=$(openssl rand -hex 32)
 AWP_DATA_API_SERVICE_ROLE_KEY=$(openssl rand -hex 32)
+AWP_DATA_API_STORAGE_DIR=$scratch/storage
 env -i PATH=/usr/bin:/bin HOME="$scratch" \
   JWT_SECRET="$AWP_DATA_API_JWT_SECRET" SERVICE_ROLE_KEY="$AWP_DATA_API_SERVICE_ROLE_KEY" \
+  STORAGE_DIR="$AWP_DATA_API_STORAGE_DIR" STORAGE_DELETE_GRACE=1 STORAGE_REAPER_INTERVAL=1 \
   AWP_API_DATABASE_URL="postgresql://awp_api:$AWP_PG_API_PASSWORD@$host/$db" \
   REALTIME_DATABASE_URL="postgresql://awp_realtime:$AWP_PG_REALTIME_PASSWORD@$host/$db" \
   REALTIME_SLOT="$slot" \

@@ -146,6 +146,9 @@ TEST_CASE("each AW code raised by the server arrives as its own exception type",
                 case pg::domain_code::operator_required:
                     typed = typeid(e) == typeid(pg::operator_required);
                     break;
+                case pg::domain_code::quota_exceeded:
+                    typed = typeid(e) == typeid(pg::quota_exceeded);
+                    break;
             }
             CHECK(typed);
         }

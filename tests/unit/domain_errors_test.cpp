@@ -36,6 +36,8 @@ std::string caught(const std::string& state) {
         return "no_tenant";
     } catch (const pg::operator_required&) {
         return "operator_required";
+    } catch (const pg::quota_exceeded&) {
+        return "quota_exceeded";
     } catch (const pg::domain_error&) {
         return "domain_error";
     } catch (const pg::sql_error&) {
@@ -57,6 +59,7 @@ TEST_CASE("each AW code is thrown as its own domain_error type", "[pg][protocol]
     CHECK(caught("AW008") == "registration_token_used");
     CHECK(caught("AW009") == "no_tenant");
     CHECK(caught("AW010") == "operator_required");
+    CHECK(caught("AW011") == "quota_exceeded");
     // An AW code of a newer schema is still a domain_error, without a code.
     CHECK(caught("AW099") == "domain_error");
     CHECK(caught("AWXYZ") == "domain_error");
@@ -78,7 +81,7 @@ TEST_CASE("domain codes round-trip through their SQLSTATE text", "[pg][protocol]
     CHECK(pg::sqlstate_of(domain_code::illegal_transition) == "AW001");
     CHECK(pg::sqlstate_of(domain_code::operator_required) == "AW010");
     CHECK_FALSE(pg::domain_code_of("AW000"));
-    CHECK_FALSE(pg::domain_code_of("AW011"));
+    CHECK_FALSE(pg::domain_code_of("AW012"));
     CHECK_FALSE(pg::domain_code_of("aw001"));
     CHECK_FALSE(pg::domain_code_of("AW01"));
     CHECK_FALSE(pg::domain_code_of("AW0010"));

@@ -27,6 +27,7 @@
 #include "awp/core/uuid.hpp"
 #include "awp/http/client.hpp"
 #include "awp/http/multipart.hpp"
+#include "awp/storage/content.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
 
@@ -140,62 +141,6 @@ std::string clean_path(std::string_view raw, bool encoded) {
                          "the path is longer than " + std::to_string(kMaxPath) + " bytes");
     }
     return out;
-}
-
-std::string content_type_for(const std::string& path) {
-    static const std::pair<const char*, const char*> kTypes[] = {
-        {".md", "text/markdown; charset=utf-8"},
-        {".txt", "text/plain; charset=utf-8"},
-        {".json", "application/json"},
-        {".html", "text/html; charset=utf-8"},
-        {".css", "text/css"},
-        {".js", "text/javascript"},
-        {".py", "text/x-python; charset=utf-8"},
-        {".sh", "text/x-shellscript; charset=utf-8"},
-        {".yaml", "application/yaml"},
-        {".yml", "application/yaml"},
-        {".csv", "text/csv; charset=utf-8"},
-        {".png", "image/png"},
-        {".jpg", "image/jpeg"},
-        {".jpeg", "image/jpeg"},
-        {".gif", "image/gif"},
-        {".webp", "image/webp"},
-        {".svg", "image/svg+xml"},
-        {".pdf", "application/pdf"},
-        {".zip", "application/zip"},
-        {".xml", "application/xml"},
-    };
-    auto dot = path.rfind('.');
-    if (dot != std::string::npos && path.find('/', dot) == std::string::npos) {
-        std::string ext = path.substr(dot);
-        for (auto& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        for (const auto& [e, t] : kTypes) {
-            if (ext == e) return t;
-        }
-    }
-    return "application/octet-stream";
-}
-
-/// Types a browser may show under the API's origin: none of them runs script. Everything else
-/// (HTML, SVG, XML, JavaScript, unknown bytes) is a download in a sandbox.
-bool shown_inline(const std::string& content_type) {
-    const auto media = content_type.substr(0, content_type.find(';'));
-    static constexpr std::string_view kInline[] = {
-        "text/plain", "text/markdown", "text/csv",        "image/png",       "image/jpeg",
-        "image/gif",  "image/webp",    "application/pdf", "application/json"};
-    return std::find(std::begin(kInline), std::end(kInline), media) != std::end(kInline);
-}
-
-/// The file's name for Content-Disposition: ASCII fallback plus RFC 5987 filename*.
-std::string disposition(std::string_view kind, const std::string& rel) {
-    const auto base = rel.substr(rel.rfind('/') + 1);
-    std::string ascii;
-    for (char ch : base) {
-        const auto u = static_cast<unsigned char>(ch);
-        ascii.push_back(u >= 0x20 && u < 0x7f && ch != '"' && ch != '\\' ? ch : '_');
-    }
-    return std::string(kind) + "; filename=\"" + ascii + "\"; filename*=UTF-8''" +
-           http::percent_encode(base);
 }
 
 /// What kind of thing a non-regular file is, for the 4xx that refuses it.
@@ -524,14 +469,14 @@ net::awaitable<response> gateway::files_get(request r) {
                          "the path is " + file_kind(st.st_mode) + ", not a regular file");
     }
     // The descriptor goes to the response: the server sends the file in bounded chunks.
-    const auto type = content_type_for(rel);
+    const auto type = storage::content_type_for(rel);
     auto res = response::file(200, type, fd.release(), static_cast<std::uint64_t>(st.st_size));
-    if (shown_inline(type)) {
-        res.header.set("Content-Disposition", disposition("inline", rel));
+    if (storage::inline_safe(type)) {
+        res.header.set("Content-Disposition", storage::disposition("inline", rel));
     } else {
         // Active content (HTML, SVG, XML, scripts, unknown types) never runs under the API's
         // origin: a download, and a sandbox should a browser render it anyway.
-        res.header.set("Content-Disposition", disposition("attachment", rel));
+        res.header.set("Content-Disposition", storage::disposition("attachment", rel));
         res.header.set("Content-Security-Policy", "sandbox");
     }
     co_return res;
@@ -624,7 +569,7 @@ net::awaitable<response> gateway::files_post(request r) {
     o.kv("path", rel);
     o.key("size");
     o.w.Uint64(up.size);
-    o.kv("contentType", content_type_for(rel));
+    o.kv("contentType", storage::content_type_for(rel));
     o.w.EndObject();
     co_return response::json(201, o.str());
 }

@@ -297,6 +297,7 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->envname("REALTIME_SLOT_ABANDON")
         ->check(CLI::Range(0.0, 30.0 * 86400))
         ->capture_default_str();
+    add_storage_options(cli, c.storage);  // STORAGE_* (storage.cpp, docs/storage.md)
     app.add_option("--outbound-allow", c.outbound_allow,
                    "Comma list of CIDRs, addresses or host names (each optionally :port) the "
                    "gateway may reach for tenants besides public addresses (connectors) and the "
@@ -365,7 +366,14 @@ void validate(gateway_config& c) {
         if (sch.empty() || sch.size() > 63) {
             throw core::config_error("API_REST_SCHEMAS: \"" + sch + "\" is not a schema name");
         }
+        // Rows of storage.objects name bytes in the store: written through /storage/v1 only.
+        if (sch == "storage") {
+            throw core::config_error(
+                "API_REST_SCHEMAS must not expose schema storage "
+                "(its files are served by /storage/v1)");
+        }
     }
+    validate_storage(c.storage);
     for (const char ch : c.rest_statement_timeout) {
         if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != ' ' && ch != '.') {
             throw core::config_error("API_REST_STATEMENT_TIMEOUT must be a duration like 30s");
@@ -410,6 +418,7 @@ gateway::gateway(net::io_context& ioc, gateway_config cfg)
     o.access_log = cfg_.access_log;
     rest_ = std::make_unique<rest_state>();
     realtime_ = std::make_unique<realtime_hub>(*this, ioc_, cfg_.realtime);
+    storage_ = std::make_unique<storage_service>(*this, ioc_, cfg_.storage);
     server_ = std::make_unique<http::server>(ioc_, routes(), o);
 }
 
@@ -433,8 +442,10 @@ net::awaitable<void> gateway::run() {
     co_await sessions_->wait_all_ready(std::chrono::seconds(5));
     core::daemon::notify_ready();
     realtime_->start();
+    storage_->start();
     co_await server_->run();
     co_await realtime_->wait_stopped(std::chrono::seconds(5));
+    co_await storage_->wait_stopped(std::chrono::seconds(5));
     // Its reads hold pooled connections: let them end before the pool goes.
     co_await sessions_->wait_stopped(std::chrono::seconds(5));
 }
@@ -451,6 +462,7 @@ void gateway::request_stop() {
     if (rest_ && rest_->listener) rest_->listener->stop();
     if (sessions_) sessions_->stop();
     if (realtime_) realtime_->stop();
+    if (storage_) storage_->stop();
     server_->stop();
 }
 
@@ -546,6 +558,9 @@ http::router gateway::routes() {
     auto rest_handler = [this](request req) { return rest_request(std::move(req)); };
     r.add(rest_methods, "/rest/v1", rest_handler, rest_body);
     r.add(rest_methods, "/rest/v1/*path", rest_handler, rest_body);
+    // Files (storage*.cpp): /storage/v1 takes a bearer token or apikey, never a cookie, so no
+    // same-origin check (as /rest/v1).
+    storage_->add_routes(r);
     // Realtime (realtime*.cpp): a websocket whose apikey parameter says who calls; no cookie is
     // read, so no same-origin check (as /rest/v1).
     if (cfg_.realtime.enabled) {
@@ -559,7 +574,8 @@ http::router gateway::routes() {
 
 net::awaitable<response> gateway::health(request) {
     co_return response::json(200, R"({"ok":true,"ts":")" + core::now_iso8601_utc() +
-                                      R"(","realtime":)" + realtime_->health_json() + "}");
+                                      R"(","realtime":)" + realtime_->health_json() +
+                                      R"(,"storage":)" + storage_->health_json() + "}");
 }
 
 std::string own_workspace_id(const gateway_config& c) {

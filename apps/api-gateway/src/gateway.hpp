@@ -27,6 +27,7 @@
 #include "awp/http/server.hpp"
 #include "awp/rest/schema.hpp"
 #include "realtime.hpp"
+#include "storage.hpp"
 
 namespace awp::api {
 
@@ -104,6 +105,7 @@ struct gateway_config {
     double rest_schema_poll_s = 600;            // API_REST_SCHEMA_POLL: reload at least this often
     std::chrono::milliseconds drain_timeout{20'000};
     realtime_config realtime;  // REALTIME_* (realtime.hpp, docs/realtime.md)
+    storage_config storage;    // STORAGE_* (storage.hpp, docs/storage.md)
 };
 
 /// Adds every option with its environment name to the CLI (secrets marked).
@@ -524,8 +526,9 @@ private:
     std::unique_ptr<connector_registry> connectors_;
     std::unique_ptr<http::server> server_;
     std::unique_ptr<rest_state> rest_;
-    std::unique_ptr<realtime_hub> realtime_;  // after db_: it goes first
-    net::thread_pool cpu_{2};                 // Argon2id off the io threads
+    std::unique_ptr<realtime_hub> realtime_;    // after db_: it goes first
+    std::unique_ptr<storage_service> storage_;  // after db_: it goes first
+    net::thread_pool cpu_{2};                   // Argon2id off the io threads
     login_limiter limiter_;
     std::mutex gateway_mu_;
     struct resolved_gateway {

@@ -137,6 +137,8 @@ std::optional<domain_code> domain_code_of(std::string_view sqlstate) noexcept {
                 throw no_tenant(state, message, detail, hint);
             case domain_code::operator_required:
                 throw operator_required(state, message, detail, hint);
+            case domain_code::quota_exceeded:
+                throw quota_exceeded(state, message, detail, hint);
         }
         throw domain_error(state, message, detail, hint);
     }

@@ -116,11 +116,12 @@ file_body::~file_body() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-response response::file(unsigned status, std::string content_type, int fd, std::uint64_t size) {
+response response::file(unsigned status, std::string content_type, int fd, std::uint64_t size,
+                        std::uint64_t offset) {
     response r;
     r.status = status;
     r.header.set("Content-Type", std::move(content_type));
-    r.body_file = std::make_shared<file_body>(fd, size);
+    r.body_file = std::make_shared<file_body>(fd, size, offset);
     return r;
 }
 

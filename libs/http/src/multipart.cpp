@@ -4,6 +4,7 @@
 #include "awp/http/multipart.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include "awp/http/message.hpp"
@@ -23,6 +24,28 @@ std::optional<std::string> attribute(const std::string& heads, const std::string
     auto e = heads.find('"', k + key.size() + 2);
     if (e == std::string::npos) return std::nullopt;
     return heads.substr(k + key.size() + 2, e - k - key.size() - 2);
+}
+
+/// The value of header `name` (lower case) in a part's header block, trimmed; the first wins.
+std::optional<std::string> header_value(const std::string& heads, std::string_view name) {
+    std::size_t at = 0;
+    while (at <= heads.size()) {
+        auto eol = heads.find("\r\n", at);
+        if (eol == std::string::npos) eol = heads.size();
+        const std::string_view line(heads.data() + at, eol - at);
+        const auto colon = line.find(':');
+        if (colon == name.size() &&
+            std::equal(name.begin(), name.end(), line.begin(), [](char n, char c) {
+                return n == static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+            })) {
+            auto v = line.substr(colon + 1);
+            while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+            while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+            return std::string(v);
+        }
+        at = eol + 2;
+    }
+    return std::nullopt;
 }
 
 }  // namespace
@@ -94,6 +117,7 @@ void multipart_reader::run() {
                 p.name = attribute(heads, " name");
                 if (!p.name) p.name = attribute(heads, ";name");
                 p.filename = attribute(heads, "filename");
+                p.content_type = header_value(heads, "content-type");
                 state_ = state::content;
                 if (on_part) on_part(p);
                 break;

@@ -235,7 +235,7 @@ net::awaitable<bool> write_file_response(beast::tcp_stream& stream, response r, 
     if (hec) co_return false;
     std::vector<char> chunk(file_body::kChunk);
     std::uint64_t left = file->size();
-    off_t at = 0;
+    auto at = static_cast<off_t>(file->offset());
     while (!sr.is_done()) {
         if (left == 0) {
             out.body().data = nullptr;
@@ -368,6 +368,28 @@ net::awaitable<response> invoke(const handler* h, request req) {
     co_return response::error(500, "internal", "internal error");
 }
 
+/// The route's admission; a thrown http_error refuses like a handler's, any other failure is
+/// logged and answered 500.
+net::awaitable<admission> invoke_admit(const admit_handler& admit, request& req) {
+    std::string failure;
+    std::optional<admission> answer;
+    try {
+        answer = co_await admit(req);
+    } catch (const http_error& e) {
+        auto r = response::error(e.status(), e.code(), e.what());
+        for (const auto& [n, v] : e.extra.fields()) r.header.add(n, v);
+        answer.emplace();
+        answer->refuse = std::move(r);
+    } catch (const std::exception& e) {
+        failure = e.what();
+    }
+    if (answer) co_return std::move(*answer);
+    core::log::error("request admission failed", {{"error", failure}});
+    admission refused;
+    refused.refuse = response::error(500, "internal", "internal error");
+    co_return refused;
+}
+
 void unregister(server::impl& s, const std::shared_ptr<conn_state>& st) {
     std::lock_guard lock(s.mu);
     s.conns.erase(st);
@@ -438,6 +460,10 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
     beast::flat_buffer buffer;
     bool first = true;
     const auto& o = s->options;
+    // A request refused before its body was read: the body still arriving is drained a moment
+    // before the socket closes (a close with unread bytes resets the connection, and the client
+    // could lose the answer that explains the refusal).
+    bool unread_body = false;
     // Set when a websocket route accepted the upgrade: the connection leaves the HTTP loop.
     std::optional<bhttp::request<bhttp::string_body>> upgrade;
     websocket_accept ws_accept;
@@ -496,6 +522,8 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         std::optional<response> early;
         parser.body_limit(o.unrouted_body_limit);
         auto m = s->routes.match(req.method, req.path);
+        auto body_timeout =
+            m.options.body_timeout.count() > 0 ? m.options.body_timeout : o.body_timeout;
         if (!m.bad_path.empty()) {
             early = response::error(400, "bad_path", m.bad_path);
         } else if (!m.h && !m.ws) {
@@ -546,6 +574,16 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                     }
                 }
             }
+            // The route's admission first: it may refuse an oversized body in its own words.
+            if (!early && m.h && m.options.admit) {
+                req.params = m.params;
+                auto admitted = co_await invoke_admit(m.options.admit, req);
+                if (admitted.refuse) {
+                    early = std::move(*admitted.refuse);
+                } else if (admitted.body_timeout.count() > 0) {
+                    body_timeout = admitted.body_timeout;
+                }
+            }
             if (auto len = parser.content_length(); !early && len && *len > m.options.body_limit) {
                 early = response::error(
                     413, "body_too_large",
@@ -577,7 +615,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
             stream.expires_never();
             auto phase = std::make_shared<int>(0);  // 0 reading, 1 read done, 2 timed out
             net::steady_timer body_timer(stream.get_executor());
-            body_timer.expires_after(o.body_timeout);
+            body_timer.expires_after(body_timeout);
             body_timer.async_wait([phase, &stream](boost::system::error_code tec) {
                 // Same strand as the read: phase 0 means the read is still waiting.
                 if (!tec && *phase == 0) {
@@ -628,6 +666,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
             }
         } else if (early && !parser.is_done()) {
             close_after = true;  // the unread body would be taken for the next request
+            unread_body = true;
         }
 
         response res;
@@ -686,6 +725,20 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
     }
     boost::system::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (unread_body) {
+        // Lingering close, bounded: up to kLingerBytes or kLinger, whichever comes first.
+        constexpr std::size_t kLingerBytes = 4 * 1024 * 1024;
+        constexpr auto kLinger = std::chrono::seconds(2);
+        std::vector<char> sink(file_body::kChunk);
+        std::size_t drained = 0;
+        stream.expires_after(kLinger);
+        while (drained < kLingerBytes) {
+            auto [lec, ln] =
+                co_await stream.async_read_some(net::buffer(sink), net::as_tuple(use_awaitable));
+            if (lec) break;
+            drained += ln;
+        }
+    }
     st->stream = nullptr;
     unregister(*s, st);
     s->active.fetch_sub(1);

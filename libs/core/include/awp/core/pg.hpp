@@ -76,9 +76,10 @@ enum class domain_code {
     registration_token_used = 8,     ///< AW008
     no_tenant = 9,                   ///< AW009: the session has no tenant
     operator_required = 10,          ///< AW010: an operator's action, asked by a member
+    quota_exceeded = 11,             ///< AW011: a tenant's storage quota would be exceeded
 };
 /// Every domain_code, in SQLSTATE order.
-inline constexpr std::array<domain_code, 10> kDomainCodes = {
+inline constexpr std::array<domain_code, 11> kDomainCodes = {
     domain_code::illegal_transition,
     domain_code::lease_lost,
     domain_code::not_found,
@@ -88,8 +89,9 @@ inline constexpr std::array<domain_code, 10> kDomainCodes = {
     domain_code::registration_token_expired,
     domain_code::registration_token_used,
     domain_code::no_tenant,
-    domain_code::operator_required};
-/// "AW001" ... "AW010".
+    domain_code::operator_required,
+    domain_code::quota_exceeded};
+/// "AW001" ... "AW011".
 [[nodiscard]] std::string sqlstate_of(domain_code code);
 /// The code of an AW SQLSTATE; nullopt for any other text (an AW code this build does not know).
 [[nodiscard]] std::optional<domain_code> domain_code_of(std::string_view sqlstate) noexcept;
@@ -136,6 +138,9 @@ class no_tenant : public domain_error {  // AW009
     using domain_error::domain_error;
 };
 class operator_required : public domain_error {  // AW010
+    using domain_error::domain_error;
+};
+class quota_exceeded : public domain_error {  // AW011
     using domain_error::domain_error;
 };
 

@@ -44,16 +44,20 @@ private:
 class file_body {
 public:
     static constexpr std::size_t kChunk = 64 * 1024;
-    file_body(int fd, std::uint64_t size) noexcept : fd_(fd), size_(size) {}
+    /// As a response body: the `size` bytes from `offset` on (a range of the file).
+    file_body(int fd, std::uint64_t size, std::uint64_t offset = 0) noexcept
+        : fd_(fd), size_(size), offset_(offset) {}
     ~file_body();
     file_body(const file_body&) = delete;
     file_body& operator=(const file_body&) = delete;
     [[nodiscard]] int fd() const noexcept { return fd_; }
     [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+    [[nodiscard]] std::uint64_t offset() const noexcept { return offset_; }
 
 private:
     int fd_;
     std::uint64_t size_;
+    std::uint64_t offset_;
 };
 
 struct request {
@@ -76,6 +80,9 @@ struct request {
     /// Route parameters: ":name" segments decoded, "*name" tails as sent (still encoded, each
     /// segment checked like the rest of the path).
     std::map<std::string, std::string, std::less<>> params;
+    /// What the route's admission (route_options::admit) left for its handler: decisions it
+    /// made, resources it holds for the request's life (a slot released when the request goes).
+    std::shared_ptr<void> context;
 
     [[nodiscard]] std::optional<std::string_view> get(std::string_view name) const {
         return header.get(name);
@@ -106,8 +113,10 @@ struct response {
     /// The error body every awp HTTP service uses: {"error":{"code","message"}}.
     static response error(unsigned status, std::string_view code, std::string_view message);
     static response bytes(unsigned status, std::string content_type, std::string body);
-    /// A body streamed from an open regular file (file_body takes the descriptor).
-    static response file(unsigned status, std::string content_type, int fd, std::uint64_t size);
+    /// A body streamed from an open regular file (file_body takes the descriptor): `size`
+    /// bytes from `offset` on.
+    static response file(unsigned status, std::string content_type, int fd, std::uint64_t size,
+                         std::uint64_t offset = 0);
 };
 
 /// Thrown by handlers to answer with an error body; the server turns it into response::error.

@@ -22,8 +22,9 @@ public:
     static constexpr std::size_t kMaxPartHeaders = 16 * 1024;
 
     struct part {
-        std::optional<std::string> name;      // Content-Disposition name="..."
-        std::optional<std::string> filename;  // Content-Disposition filename="..."
+        std::optional<std::string> name;          // Content-Disposition name="..."
+        std::optional<std::string> filename;      // Content-Disposition filename="..."
+        std::optional<std::string> content_type;  // the part's Content-Type, as sent (trimmed)
     };
     /// A part starts (its headers read).
     std::function<void(const part&)> on_part;

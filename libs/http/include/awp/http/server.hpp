@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,18 @@ namespace net = boost::asio;
 /// A request handler: a coroutine taking the request by value (docs/coroutines.md).
 using handler = std::function<net::awaitable<response>(request)>;
 
+/// A route's decision on a request once its header is read, before any byte of its body.
+struct admission {
+    /// Set: the answer, sent at once; the body is not read (the connection then closes).
+    std::optional<response> refuse;
+    /// The deadline for this request's body (0: the route's, else the server's body_timeout).
+    std::chrono::milliseconds body_timeout{0};
+};
+/// Looks at a request with its header only (method, target, path, query, headers, params,
+/// remote; no body yet) and admits or refuses it; it may leave request::context for the
+/// handler. A thrown http_error is a refusal like a handler's.
+using admit_handler = std::function<net::awaitable<admission>(request&)>;
+
 struct route_options {
     std::size_t body_limit = 64 * 1024;  // larger bodies get 413
     /// The body is not kept in memory: it is written, file_body::kChunk bytes at a time, to an
@@ -35,6 +48,13 @@ struct route_options {
     /// it is decoded once into request::query_params, and one that does not decode to text is
     /// answered 400 bad_query before the handler runs.
     bool raw_query = false;
+    /// The body's deadline on this route (0: the server's body_timeout).
+    std::chrono::milliseconds body_timeout{0};
+    /// Runs before the body is read, once the route and the query are checked (and before
+    /// Content-Length is held to body_limit, so it may refuse a large body in its own words):
+    /// who calls and whether the body is welcome are decided without reading it (an upload
+    /// refused for its size, its caller or a full server costs no bytes).
+    admit_handler admit;
 };
 
 /// Routes by method and path pattern. Pattern segments: literals, ":name" (one segment,
