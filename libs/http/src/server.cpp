@@ -351,6 +351,17 @@ struct outcome {
     bool close = false;
 };
 
+/// A refused body still arriving after the refusal is read and dropped this long, this much.
+constexpr std::chrono::milliseconds kLingerTime{2000};
+constexpr std::size_t kLingerBytes = 32 * 1024 * 1024;
+
+/// An error the server answers itself on a matched route, in the route's dialect.
+response route_error(const route_options& o, const request& req, unsigned status,
+                     std::string_view code, std::string_view message) {
+    if (o.error_shape) return o.error_shape(req.header, status, code, message);
+    return response::error(status, code, message);
+}
+
 net::awaitable<response> invoke(const handler* h, request req) {
     std::string failure;
     std::optional<response> answer;
@@ -438,6 +449,11 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         auto ep = stream.socket().remote_endpoint(ec);
         if (!ec) remote = ep.address().to_string();
     }
+    // The client's address (client_address.hpp) of the request being served: the access log's
+    // and, for a websocket, the socket's remote().
+    std::string client = remote;
+    // The connection ends on a refusal (413 ...) while the client may still be sending the body.
+    bool unread_body = false;
     beast::flat_buffer buffer;
     bool first = true;
     const auto& o = s->options;
@@ -490,10 +506,12 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         auto q = req.target.find('?');
         req.path = req.target.substr(0, q);
         if (q != std::string::npos) req.query = req.target.substr(q + 1);
-        req.remote = remote;
+        req.peer = remote;
         req.keep_alive = client_keep_alive;
         for (const auto& f : hdr)
             req.header.add(std::string(f.name_string()), std::string(f.value()));
+        req.remote = client_address(req.peer, req.header, o.trusted);
+        client = req.remote;
         const bool head = req.method == "HEAD";
 
         std::optional<response> early;
@@ -540,7 +558,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                             core::log::info("request", {{"method", method},
                                                         {"path", path},
                                                         {"status", 101},
-                                                        {"remote", remote}});
+                                                        {"remote", client}});
                         }
                         upgrade.emplace(parser.release());
                         ws_accept = std::move(accept);
@@ -550,8 +568,8 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                 }
             }
             if (auto len = parser.content_length(); !early && len && *len > m.options.body_limit) {
-                early = response::error(
-                    413, "body_too_large",
+                early = route_error(
+                    m.options, req, 413, "body_too_large",
                     "request body exceeds " + std::to_string(m.options.body_limit) + " bytes");
                 early->close = true;
             }
@@ -614,23 +632,26 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                                     "insufficient_storage", "the request body cannot be stored");
                 close_after = true;
             } else if (bec == bhttp::error::body_limit) {
-                early = response::error(
-                    413, "body_too_large",
+                early = route_error(
+                    m.options, req, 413, "body_too_large",
                     "request body exceeds " + std::to_string(m.options.body_limit) + " bytes");
                 close_after = true;
+                unread_body = true;
             } else if (bec == beast::error::timeout) {
-                early = response::error(408, "timeout", "request body not received in time");
+                early = route_error(m.options, req, 408, "timeout",
+                                    "request body not received in time");
                 close_after = true;
             } else if (bec) {
                 if (bec == bhttp::error::end_of_stream || bec == net::error::eof ||
                     bec == net::error::connection_reset) {
                     break;
                 }
-                early = response::error(400, "bad_request", "malformed request body");
+                early = route_error(m.options, req, 400, "bad_request", "malformed request body");
                 close_after = true;
             }
         } else if (early && !parser.is_done()) {
             close_after = true;  // the unread body would be taken for the next request
+            unread_body = true;
         }
 
         response res;
@@ -671,7 +692,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                                         {"duration_ms", static_cast<double>(us) / 1000.0},
                                         {"bytes_in", bytes_in},
                                         {"bytes_out", bytes_out},
-                                        {"remote", remote}});
+                                        {"remote", client}});
         }
         if (!written || !keep) break;
     }
@@ -681,12 +702,26 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         st->stream = nullptr;  // this coroutine's stream is moved away
         net::co_spawn(ex,
                       websocket_connection(s, st, std::move(stream), std::move(*upgrade),
-                                           std::move(ws_accept), ws_options, std::move(remote)),
+                                           std::move(ws_accept), ws_options, std::move(client)),
                       net::detached);
         co_return;
     }
     boost::system::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (unread_body) {
+        // A lingering close (as nginx's): closing a socket with unread bytes makes the kernel send
+        // a reset, and a client still writing the refused body would lose the refusal with it.
+        // What it still sends is read and dropped, for a short while and a bounded amount.
+        stream.expires_after(kLingerTime);
+        std::vector<char> sink(16 * 1024);
+        std::size_t dropped = 0;
+        while (dropped < kLingerBytes) {
+            auto [rec, n] =
+                co_await stream.async_read_some(net::buffer(sink), net::as_tuple(use_awaitable));
+            if (rec) break;
+            dropped += n;
+        }
+    }
     st->stream = nullptr;
     unregister(*s, st);
     s->active.fetch_sub(1);
