@@ -319,11 +319,17 @@ role_settings AS (
          OR pg_catalog.has_parameter_privilege(ps.name, 'SET'))
   ORDER BY r.rolname, kv.key, s.setdatabase DESC
 ),
+-- each API role: whether it sees every row (BYPASSRLS or superuser: planned counts) and its
+-- settings
 roles_json AS (
-  SELECT coalesce(json_agg(json_build_object('role', g.rolname, 'settings', g.settings)
-                           ORDER BY g.rolname), '[]'::json) AS j
-  FROM (SELECT rolname, json_agg(json_build_array(key, value) ORDER BY key) AS settings
-        FROM role_settings GROUP BY rolname) g
+  SELECT coalesce(json_agg(json_build_object(
+           'role', r.rolname,
+           'bypass_rls', r.rolbypassrls OR r.rolsuper,
+           'settings', coalesce(g.settings, '[]'::json)) ORDER BY r.rolname), '[]'::json) AS j
+  FROM pg_catalog.pg_roles r
+  LEFT JOIN (SELECT rolname, json_agg(json_build_array(key, value) ORDER BY key) AS settings
+             FROM role_settings GROUP BY rolname) g ON g.rolname = r.rolname
+  WHERE r.rolname IN ('anon', 'authenticated', 'service_role')
 )
 SELECT json_build_object(
   'server_version_num', pg_catalog.current_setting('server_version_num'),

@@ -156,7 +156,7 @@ void prepare_read(prepared& p, const schema_cache& sc, const options& o) {
     auto& r = p.req;
     const qualified_name id{r.schema, r.target};
     const table& t = sc.find_table(id);
-    level root = detail::build_level(sc, id, &t, r.target, r.select, o.aggregates);
+    level root = detail::build_level(sc, id, &t, r.target, r.select, o.aggregates, o.max_joins);
     detail::place_conditions(root, r, true);
     binder b;
     std::string select = detail::render_select(root, b);
@@ -412,7 +412,8 @@ void prepare_write(prepared& p, const schema_cache& sc, const options& o) {
     std::string mutation = mutation_sql(r, t, where_level, b, rows);
     std::string outer_from = "SELECT * FROM pgrst_source";
     if (p.returns_body) {
-        level root = detail::build_level(sc, id, &t, t.id.name, r.select, o.aggregates);
+        level root =
+            detail::build_level(sc, id, &t, t.id.name, r.select, o.aggregates, o.max_joins);
         root.source_sql = "pgrst_source";
         detail::place_conditions(root, r, false);
         root.where.clear();
@@ -463,6 +464,19 @@ void prepare_call(prepared& p, const schema_cache& sc, const options& o) {
     const auto match =
         sc.find_function(id, keys, body_is_object, r.prefer.params_single_object, r.read_only);
     const function& fn = *match.fn;
+    if (r.read_only && fn.volatility == 'v') {
+        // GET and HEAD change nothing: a VOLATILE function may (a write, a NOTIFY, a sequence),
+        // so it is not called read-only at all. PostgREST answers the same status and code when
+        // such a function writes (its read-only transaction refuses: 25006 -> 405); here the
+        // function is never started.
+        api_error e(
+            405, "25006",
+            "cannot execute " + fn.id.schema + "." + fn.id.name + "() in a read-only transaction",
+            "The function is VOLATILE: GET and HEAD run read-only and do not call it.",
+            "Call it with POST, or declare it STABLE if it changes nothing.");
+        e.headers.emplace_back("Allow", "OPTIONS,POST");
+        throw e;
+    }
     p.is_call = true;
     p.call_void = fn.returns_void;
     p.call_scalar = !fn.returns_composite && !fn.returns_void;
@@ -538,7 +552,8 @@ void prepare_call(prepared& p, const schema_cache& sc, const options& o) {
     if (fn.returns_composite) {
         const qualified_name shape = fn.returns_table.value_or(fn.id);
         const table* t = fn.returns_table ? sc.try_table(*fn.returns_table) : nullptr;
-        level root = detail::build_level(sc, shape, t, fn.id.name, r.select, o.aggregates);
+        level root =
+            detail::build_level(sc, shape, t, fn.id.name, r.select, o.aggregates, o.max_joins);
         root.source_sql = "pgrst_source";
         detail::place_conditions(root, r, true);
         // GET arguments are not filters (the grammar kept them apart).
@@ -574,6 +589,14 @@ prepared prepare(api_request req, const schema_cache& sc, const options& o) {
     prepared p;
     p.req = std::move(req);
     auto& r = p.req;
+    if ((r.prefer.count == prefer_count::planned || r.prefer.count == prefer_count::estimated) &&
+        !o.role_bypasses_rls) {
+        // The planner's estimate is made from the table's statistics, every tenant's rows in
+        // them: `tenant_id=eq.<another tenant>` with count=planned would tell that tenant's
+        // count (issue 37, finding 5). Only a role whose rows are the table's (BYPASSRLS) gets
+        // the estimate; everyone else gets the exact count of what they may see.
+        r.prefer.count = prefer_count::exact;
+    }
     if (r.action == action::root) {
         throw api_error(404, "PGRST126", "Root endpoint metadata is disabled");
     }

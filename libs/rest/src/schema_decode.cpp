@@ -600,6 +600,7 @@ std::shared_ptr<const schema_cache> decode(std::string_view json,
     for (const auto& r : array(doc, "roles")) {
         role_settings rs;
         rs.settings = pairs(r, "settings");
+        if (r.IsObject() && r.HasMember("bypass_rls")) rs.bypass_rls = boolean(r, "bypass_rls");
         cache->roles[str(r, "role")] = std::move(rs);
     }
     return cache;

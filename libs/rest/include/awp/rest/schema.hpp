@@ -147,6 +147,8 @@ struct function {
 /// role, e.g. ALTER ROLE anon SET statement_timeout = '3s').
 struct role_settings {
     std::vector<std::pair<std::string, std::string>> settings;
+    /// The role sees every row whatever the policies (BYPASSRLS or superuser).
+    bool bypass_rls = false;
 };
 
 class schema_cache {
