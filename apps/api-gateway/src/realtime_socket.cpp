@@ -191,6 +191,12 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
             }
             ch.token = std::move(token);
         }
+        // Joins per client address and per user, across sockets (limits.hpp).
+        if (ch.who.role != "service_role") {
+            if (auto no = g_.rates().take(rate_surface::join, s->ws->remote(), ch.who.sub)) {
+                throw join_refused("too many joins: " + no->message);
+            }
+        }
         const auto* config = object_member(m.payload, "config");
         bool presence = false;
         if (config && config->IsObject()) {
