@@ -98,6 +98,9 @@ ANON=$("$BIN/awpctl" token --anon --ttl 7200)
 } >"$OUT/users.json"
 
 rm -rf "$OUT/config"
+# Every subscriber joins from this one address, a thousand at once: the join rates per address
+# and per user (API_RATE_JOIN_*) are off here, this measures the fan-out.
+API_RATE_JOIN_ADDRESS=off API_RATE_JOIN_USER=off \
 API_PORT=$API_PORT AWP_API_DATABASE_URL=$API_DSN AWP_CONFIG_DIR=$OUT/config \
   REALTIME=on REALTIME_DATABASE_URL=$RT_DSN REALTIME_SLOT=$slot \
   API_TEMPLATES_DIR=$REPO/deploy/templates API_CONNECTORS_DIR=$REPO/deploy/connectors \
