@@ -26,6 +26,11 @@ const rest::schema_cache& cache() {
         c.table("public", "tasks", {{"id", "uuid", false}, {"title", "text"}, {"agent_id", "uuid"}},
                 {"id"});
         c.fk("tasks_agent_id_fkey", tasks, {{"agent_id", "id"}}, agents);
+        // A lookup table without row-level security: every role's rows are the table's.
+        c.table("public", "colours", {{"id", "integer", false}, {"name", "text"}}, {"id"}, 'r',
+                false);
+        c.table("public", "colour_names", {{"id", "integer", false}, {"name", "text"}}, {"id"}, 'v',
+                false);
         c.function({"public", "touch"}, 20, {param_spec{"n", "integer"}}, "integer", false,
                    std::nullopt, 'v');
         c.function({"public", "peek"}, 21, {param_spec{"n", "integer"}}, "integer", false,
@@ -161,7 +166,8 @@ TEST_CASE("bounds: a VOLATILE function is not called by GET or HEAD", "[rest]") 
     CHECK(plan(request("GET", "/rpc/peek", "n=1")).main.sql.find("peek") != std::string::npos);
 }
 
-TEST_CASE("bounds: planned and estimated counts only for a role that sees every row", "[rest]") {
+TEST_CASE("bounds: planned and estimated counts only where the role's rows are the table's",
+          "[rest]") {
     for (const std::string_view count : {"count=planned", "count=estimated"}) {
         CAPTURE(count);
         auto in = request("GET", "/agents", "select=id");
@@ -178,5 +184,18 @@ TEST_CASE("bounds: planned and estimated counts only for a role that sees every 
         const auto q = plan(in, bypass);
         CHECK(q.planned_count);
         CHECK(q.planned_count->sql.rfind("EXPLAIN", 0) == 0);
+        // A table without row-level security: the estimate, for anyone.
+        auto lookup = request("GET", "/colours", "select=id");
+        lookup.prefer = {count};
+        CHECK(plan(lookup).planned_count);
+        CHECK(plan(lookup).req.prefer.applied_header(false) == std::string(count));
+        // A view: its rows depend on its definition, so the exact count.
+        auto view = request("GET", "/colour_names", "select=id");
+        view.prefer = {count};
+        CHECK_FALSE(plan(view).planned_count);
+        // A function: whatever it returns for the caller, so the exact count.
+        auto call = request("GET", "/rpc/peek", "n=1");
+        call.prefer = {count};
+        CHECK(plan(call).req.prefer.count == rest::prefer_count::exact);
     }
 }

@@ -6,7 +6,7 @@ namespace awp::rest::detail {
 
 // Shape (decode() in schema.cpp reads exactly this):
 //   server_version_num  text
-//   tables    [{schema,name,kind,description,insertable,updatable,deletable,pk,columns}]
+//   tables    [{schema,name,kind,rls,description,insertable,updatable,deletable,pk,columns}]
 //   fks       [{constraint,schema,table,fschema,ftable,columns:[[col,fcol]],one_to_one}]
 //   view_rels [{oid,schema,name,kind,columns:[[attnum,name]],keys:[{name,type,cols}],action}]
 //             every view of the exposed schemas, the views they read (any schema, through
@@ -54,7 +54,7 @@ type_names AS (
   JOIN pg_catalog.pg_namespace en ON en.oid = e.typnamespace
 ),
 rels AS (
-  SELECT c.oid, c.relname, c.relkind, n.nspname, c.reltype
+  SELECT c.oid, c.relname, c.relkind, n.nspname, c.reltype, c.relrowsecurity
   FROM pg_catalog.pg_class c JOIN exposed n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND NOT c.relispartition
 ),
@@ -140,6 +140,7 @@ tables_json AS (
     'schema', r.nspname,
     'name', r.relname,
     'kind', r.relkind,
+    'rls', r.relrowsecurity,
     'description', td.description,
     'insertable', r.relkind IN ('r', 'p') OR (r.relkind IN ('v', 'f')
                   AND (pg_catalog.pg_relation_is_updatable(r.oid::regclass, true) & 8) = 8),

@@ -152,12 +152,33 @@ std::string explain(const std::string& sql) { return "EXPLAIN (FORMAT JSON) " + 
 
 // ---- reads ----------------------------------------------------------------------------------
 
+/// Every relation a level reads, its embeds' included, is a table without row-level security:
+/// the role's rows are the table's.
+bool rows_are_the_tables(const detail::level& l) {
+    if (!l.tbl || l.tbl->is_view() || l.tbl->rls) return false;
+    if (l.rel && l.rel->card == cardinality::computed) return false;
+    return std::all_of(l.kids.begin(), l.kids.end(), rows_are_the_tables);
+}
+
+/// count=planned|estimated come from the planner's statistics, which count every row of a
+/// table, other tenants' included: `tenant_id=eq.<another tenant>` with count=planned told that
+/// tenant's row count (issue 37, finding 5). They are answered only where the role's rows are
+/// the table's (a role that bypasses row-level security, or tables without it); anyone else
+/// gets the exact count of what it may see (Preference-Applied says count=exact).
+void exact_unless_estimate_is_safe(api_request& r, const options& o, bool rows_are_the_tables) {
+    if ((r.prefer.count == prefer_count::planned || r.prefer.count == prefer_count::estimated) &&
+        !o.role_bypasses_rls && !rows_are_the_tables) {
+        r.prefer.count = prefer_count::exact;
+    }
+}
+
 void prepare_read(prepared& p, const schema_cache& sc, const options& o) {
     auto& r = p.req;
     const qualified_name id{r.schema, r.target};
     const table& t = sc.find_table(id);
     level root = detail::build_level(sc, id, &t, r.target, r.select, o.aggregates, o.max_joins);
     detail::place_conditions(root, r, true);
+    exact_unless_estimate_is_safe(r, o, rows_are_the_tables(root));
     binder b;
     std::string select = detail::render_select(root, b);
     const auto range = detail::render_range(restricted(r.top_range, o.max_rows));
@@ -464,6 +485,8 @@ void prepare_call(prepared& p, const schema_cache& sc, const options& o) {
     const auto match =
         sc.find_function(id, keys, body_is_object, r.prefer.params_single_object, r.read_only);
     const function& fn = *match.fn;
+    // A function's rows are whatever it decides to return for the caller.
+    exact_unless_estimate_is_safe(r, o, false);
     if (r.read_only && fn.volatility == 'v') {
         // GET and HEAD change nothing: a VOLATILE function may (a write, a NOTIFY, a sequence),
         // so it is not called read-only at all. PostgREST answers the same status and code when
@@ -589,14 +612,6 @@ prepared prepare(api_request req, const schema_cache& sc, const options& o) {
     prepared p;
     p.req = std::move(req);
     auto& r = p.req;
-    if ((r.prefer.count == prefer_count::planned || r.prefer.count == prefer_count::estimated) &&
-        !o.role_bypasses_rls) {
-        // The planner's estimate is made from the table's statistics, every tenant's rows in
-        // them: `tenant_id=eq.<another tenant>` with count=planned would tell that tenant's
-        // count (issue 37, finding 5). Only a role whose rows are the table's (BYPASSRLS) gets
-        // the estimate; everyone else gets the exact count of what they may see.
-        r.prefer.count = prefer_count::exact;
-    }
     if (r.action == action::root) {
         throw api_error(404, "PGRST126", "Root endpoint metadata is disabled");
     }

@@ -401,6 +401,8 @@ table decode_table(const Value& t) {
     table out;
     out.id = qname(t, "schema", "name");
     out.kind = one_char(t, "kind");
+    // Without the flag (an older catalog document), row-level security is assumed.
+    out.rls = !t.HasMember("rls") || boolean(t, "rls");
     out.description = str_or_empty(t, "description");
     out.insertable = boolean(t, "insertable");
     out.updatable = boolean(t, "updatable");

@@ -27,9 +27,9 @@ struct options {
     /// before any statement is made.
     std::size_t max_joins = 30;
     /// The request's role sees every row of a table (BYPASSRLS or a superuser: the service
-    /// role). Only then are count=planned|estimated answered from the planner's estimate;
-    /// otherwise they are answered as count=exact (the estimate counts rows the role may not
-    /// see).
+    /// role). Only then, or when every relation a read counts is a table without row-level
+    /// security, are count=planned|estimated answered from the planner's estimate; otherwise
+    /// they are answered as count=exact (the estimate counts rows the role may not see).
     bool role_bypasses_rls = false;
 };
 
