@@ -46,10 +46,20 @@ OPENCLAW_STATE_DIR=$STATE/openclaw
 SECRETS_DIR=$STATE/secrets
 AWP_STATE_DIR=$STATE/runner
 LOG_LEVEL=info
+# More agent templates for the runner, published beside deploy/templates (docs/command-runner.md,
+# "Templates"): a git repository with template/<name> branches or a templates/<name> folder each
+# (git+<url>, a path), or a folder of template folders.
+# AWP_TEMPLATES_SOURCE=
 ENV
 fi
 # shellcheck disable=SC1091
 . "$STATE/stack.env"
+# The runner's agent scripts and templates, and the gateway's template list: this checkout's
+# (a stack.env of an older run sets none of them).
+AWP_RUNTIME_SCRIPTS=${AWP_RUNTIME_SCRIPTS:-$REPO/deploy/runtime}
+AWP_TEMPLATES_DIR=${AWP_TEMPLATES_DIR:-$REPO/deploy/templates}
+API_TEMPLATES_DIR=${API_TEMPLATES_DIR:-$AWP_TEMPLATES_DIR}
+API_CONNECTORS_DIR=${API_CONNECTORS_DIR:-$REPO/deploy/connectors}
 AGENT_RUNTIME=${AGENT_RUNTIME:-$runtime_wrapper}
 set +a
 # The daemons connect as their own roles: the runner, the dispatcher and the embedder as the
@@ -118,6 +128,7 @@ announce() {
 run-stack: awp is up
 run-stack:   URL       $url   (the client library's url: /rest/v1, /auth/v1 and /api)
 run-stack:   anon key  ${anon:-(none yet: GET $url/api/config)}
+run-stack:   service-role key: SERVICE_ROLE_KEY in $STATE/stack.env (a server's secret: never in a browser)
 run-stack: next, in another terminal: add a user (type its password, then Enter), then sign in with the
 run-stack: client library or curl (README, "The first five minutes"):
 run-stack:   (cd "$REPO" && set -a && . "$STATE/cluster.env" && "$BUILD/bin/awpctl" user add --email you@example.com)

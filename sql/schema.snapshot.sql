@@ -18,12 +18,16 @@ default privileges of postgres on functions: (owner): EXECUTE
 -- enums
 enum public.actor_type: 'human', 'agent', 'system'
 enum public.agent_status: 'ready', 'paused', 'error', 'provisioning', 'hibernating'
+enum public.audit_action: 'created', 'updated', 'deleted', 'archived', 'status_changed', 'assigned', 'commented', 'attached', 'sent', 'uploaded', 'moved', 'restored'
+enum public.budget_status: 'ok', 'warned', 'exceeded', 'unmetered'
 enum public.command_action: 'provision', 'update', 'remove', 'start_session', 'end_session', 'restart_session', 'execute_prompt', 'send_message', 'run_shell', 'upload_file', 'auth_set_api_key', 'auth_start', 'auth_paste', 'set_agent_model', 'source_write', 'approve_pairing', 'update_all', 'restart_gateway', 'restart_dispatcher', 'update_gateway', 'list_models', 'auth_list', 'auth_refresh', 'auth_remove', 'auth_set_default'
 enum public.command_status: 'pending', 'leased', 'running', 'done', 'failed', 'cancelled'
 enum public.gateway_status: 'provisioning', 'ready', 'error', 'hibernating'
 enum public.inbox_event_type: 'task_assignment', 'task_reassignment', 'task_comment_mention', 'routine_schedule', 'routine_event', 'heartbeat', 'deliverable_review', 'blocker_resolved'
 enum public.inbox_item_status: 'pending', 'leased', 'done', 'dead_letter', 'failed'
+enum public.plugin_event_status: 'success', 'error', 'timeout', 'skipped'
 enum public.plugin_source: 'builtin', 'local', 'webhook', 'marketplace'
+enum public.stream_type: 'functional', 'geographic', 'channel', 'project', 'custom'
 enum public.task_priority: 'low', 'medium', 'high', 'urgent'
 enum public.task_relation_type: 'blocks', 'blocked_by', 'relates_to', 'parent_of', 'child_of'
 enum public.task_status: 'todo', 'in_progress', 'blocked', 'done', 'cancelled', 'missed'
@@ -56,6 +60,49 @@ table auth.users (owner postgres), row level security
   CREATE UNIQUE INDEX users_pkey ON auth.users USING btree (id)
   policy service_role_read PERMISSIVE FOR SELECT TO service_role USING (true)
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: SELECT
+
+table public._schema_version (owner postgres), row level security forced
+  column version integer NOT NULL
+  column applied_at timestamp with time zone NOT NULL DEFAULT now()
+  column description text
+  constraint _schema_version_pkey PRIMARY KEY (version)
+  CREATE UNIQUE INDEX _schema_version_pkey ON public._schema_version USING btree (version)
+  policy read_all PERMISSIVE FOR SELECT TO authenticated USING (true)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.agent_budgets (owner postgres), row level security forced
+  column agent_id uuid NOT NULL
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column monthly_limit_usd numeric(10,2)
+  column soft_threshold_pct integer NOT NULL DEFAULT 80
+  column hard_cutoff boolean NOT NULL DEFAULT true
+  column period_anchor_tz text NOT NULL DEFAULT 'UTC'::text
+  column current_period_start date NOT NULL DEFAULT (date_trunc('month'::text, (CURRENT_DATE)::timestamp with time zone))::date
+  column current_period_spend_usd numeric(14,6) NOT NULL DEFAULT 0
+  column current_period_tokens bigint NOT NULL DEFAULT 0
+  column current_period_metered_calls integer NOT NULL DEFAULT 0
+  column current_period_unmetered_calls integer NOT NULL DEFAULT 0
+  column status public.budget_status NOT NULL DEFAULT 'ok'::public.budget_status
+  column warned_at timestamp with time zone
+  column exceeded_at timestamp with time zone
+  column last_usage_at timestamp with time zone
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint agent_budgets_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
+  constraint agent_budgets_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint agent_budgets_monthly_limit_usd_check CHECK (monthly_limit_usd IS NULL OR monthly_limit_usd >= 0::numeric)
+  constraint agent_budgets_pkey PRIMARY KEY (agent_id)
+  constraint agent_budgets_soft_threshold_pct_check CHECK (soft_threshold_pct >= 0 AND soft_threshold_pct <= 100)
+  constraint agent_budgets_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX agent_budgets_pkey ON public.agent_budgets USING btree (agent_id)
+  CREATE INDEX agent_budgets_tenant_idx ON public.agent_budgets USING btree (tenant_id)
+  CREATE TRIGGER agent_budgets_before_write BEFORE INSERT OR UPDATE ON public.agent_budgets FOR EACH ROW EXECUTE FUNCTION public.awp_agent_budgets_before_write()
+  CREATE TRIGGER agent_budgets_updated_at BEFORE UPDATE ON public.agent_budgets FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.agent_commands (owner postgres), row level security forced, with (autovacuum_vacuum_scale_factor=0.02, autovacuum_vacuum_threshold=1000, vacuum_index_cleanup=on)
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -204,7 +251,20 @@ table public.agent_usage (owner postgres), row level security forced
   column total_tokens bigint NOT NULL DEFAULT 0
   column cost_total_usd numeric(14,6)
   column occurred_at timestamp with time zone NOT NULL
+  column agent_slug_snapshot text
+  column gateway_id uuid
+  column session_id text
+  column run_id text
+  column cache_read bigint NOT NULL DEFAULT 0
+  column cache_write bigint NOT NULL DEFAULT 0
+  column cost_input_usd numeric(14,6)
+  column cost_output_usd numeric(14,6)
+  column cost_cache_read_usd numeric(14,6)
+  column cost_cache_write_usd numeric(14,6)
   constraint agent_usage_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
+  constraint agent_usage_cache_read_check CHECK (cache_read >= 0)
+  constraint agent_usage_cache_write_check CHECK (cache_write >= 0)
+  constraint agent_usage_gateway_id_fkey FOREIGN KEY (tenant_id, gateway_id) REFERENCES public.gateways(tenant_id, id) ON DELETE SET NULL (gateway_id)
   constraint agent_usage_input_tokens_check CHECK (input_tokens >= 0)
   constraint agent_usage_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint agent_usage_output_tokens_check CHECK (output_tokens >= 0)
@@ -214,6 +274,7 @@ table public.agent_usage (owner postgres), row level security forced
   CREATE INDEX agent_usage_agent_created_idx ON public.agent_usage USING btree (agent_id, created_at DESC)
   CREATE INDEX agent_usage_agent_occurred_idx ON public.agent_usage USING btree (agent_id, occurred_at DESC)
   CREATE UNIQUE INDEX agent_usage_pkey ON public.agent_usage USING btree (id)
+  CREATE TRIGGER agent_usage_budget AFTER INSERT ON public.agent_usage FOR EACH ROW EXECUTE FUNCTION public.awp_agent_usage_budget()
   CREATE TRIGGER agent_usage_fields BEFORE INSERT OR UPDATE ON public.agent_usage FOR EACH ROW EXECUTE FUNCTION public.awp_agent_usage_fields()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
@@ -308,8 +369,7 @@ table public.app_sessions (owner postgres), row level security forced
   column ip inet
   constraint app_sessions_check CHECK ((revoked_at IS NULL) = (revoked_reason IS NULL))
   constraint app_sessions_pkey PRIMARY KEY (id)
-  constraint app_sessions_revoked_reason_check CHECK (revoked_reason = ANY (ARRAY['logout'::text, 'logout_global'::text, 'logout_others'::text, 'refresh_token_reuse'::text, 'password_changed'::text]))
-  constraint app_sessions_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.app_users(id) ON DELETE CASCADE
+  constraint app_sessions_revoked_reason_check CHECK (revoked_reason = ANY (ARRAY['logout'::text, 'logout_global'::text, 'logout_others'::text, 'refresh_token_reuse'::text, 'password_changed'::text, 'user_deleted'::text, 'user_banned'::text, 'admin_changed'::text]))
   CREATE UNIQUE INDEX app_sessions_pkey ON public.app_sessions USING btree (id)
   CREATE INDEX app_sessions_revoked_idx ON public.app_sessions USING btree (tokens_valid_until) WHERE (revoked_at IS NOT NULL)
   CREATE INDEX app_sessions_user_id_idx ON public.app_sessions USING btree (user_id)
@@ -329,6 +389,7 @@ table public.app_users (owner postgres), row level security forced
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column is_operator boolean NOT NULL DEFAULT false
   column user_metadata jsonb NOT NULL DEFAULT '{}'::jsonb
+  column banned_until timestamp with time zone
   constraint app_users_email_check CHECK (email ~ '^[^@[:space:]]+@[^@[:space:]]+$'::text)
   constraint app_users_password_hash_check CHECK (password_hash ~~ '$argon2id$%'::text)
   constraint app_users_pkey PRIMARY KEY (id)
@@ -337,9 +398,37 @@ table public.app_users (owner postgres), row level security forced
   CREATE UNIQUE INDEX app_users_email_key ON public.app_users USING btree (lower(email))
   CREATE UNIQUE INDEX app_users_pkey ON public.app_users USING btree (id)
   CREATE TRIGGER app_users_auth_users_sync AFTER INSERT OR DELETE OR UPDATE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_auth_users_sync()
+  CREATE TRIGGER app_users_end_sessions BEFORE DELETE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_app_users_end_sessions()
   CREATE TRIGGER app_users_updated_at BEFORE UPDATE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.audit_log (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column actor_type public.actor_type NOT NULL DEFAULT 'human'::public.actor_type
+  column actor_agent_id uuid
+  column module text NOT NULL
+  column entity_type text NOT NULL
+  column entity_id uuid NOT NULL
+  column action public.audit_action NOT NULL
+  column summary text
+  column changes jsonb
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint audit_log_actor_agent_id_fkey FOREIGN KEY (tenant_id, actor_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (actor_agent_id)
+  constraint audit_log_entity_type_check CHECK (btrim(entity_type) <> ''::text)
+  constraint audit_log_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint audit_log_module_check CHECK (btrim(module) <> ''::text)
+  constraint audit_log_pkey PRIMARY KEY (id)
+  constraint audit_log_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE INDEX audit_log_created_idx ON public.audit_log USING btree (tenant_id, created_at DESC)
+  CREATE INDEX audit_log_entity_idx ON public.audit_log USING btree (tenant_id, entity_type, entity_id, created_at DESC)
+  CREATE UNIQUE INDEX audit_log_pkey ON public.audit_log USING btree (id)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_append PERMISSIVE FOR INSERT TO authenticated WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: INSERT, SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.awp_time_zones (owner postgres), row level security
   column name text NOT NULL
@@ -348,29 +437,29 @@ table public.awp_time_zones (owner postgres), row level security
   policy read_all PERMISSIVE FOR SELECT TO authenticated, service_role USING (true)
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; service_role: SELECT
 
-table public.collection_records (owner postgres), row level security forced
+table public.campaigns (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
   column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
-  column collection_id uuid NOT NULL
-  column "values" jsonb NOT NULL DEFAULT '{}'::jsonb
-  column archived_at timestamp with time zone
+  column name text NOT NULL
+  column description text
+  column channel text
+  column is_active boolean NOT NULL DEFAULT true
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
-  constraint collection_records_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collections(tenant_id, id) ON DELETE CASCADE
-  constraint collection_records_pkey PRIMARY KEY (id)
-  constraint collection_records_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint collection_records_tenant_id_key UNIQUE (tenant_id, id)
-  constraint collection_records_values_check CHECK (jsonb_typeof("values") = 'object'::text)
-  CREATE INDEX collection_records_collection_idx ON public.collection_records USING btree (collection_id)
-  CREATE UNIQUE INDEX collection_records_pkey ON public.collection_records USING btree (id)
-  CREATE UNIQUE INDEX collection_records_tenant_id_key ON public.collection_records USING btree (tenant_id, id)
-  CREATE TRIGGER collection_records_event_routines AFTER INSERT OR UPDATE ON public.collection_records FOR EACH ROW EXECUTE FUNCTION public.awp_fire_event_routines()
-  CREATE TRIGGER collection_records_updated_at BEFORE UPDATE ON public.collection_records FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  constraint campaigns_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint campaigns_name_check CHECK (btrim(name) <> ''::text)
+  constraint campaigns_pkey PRIMARY KEY (id)
+  constraint campaigns_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint campaigns_tenant_id_key UNIQUE (tenant_id, id)
+  CREATE UNIQUE INDEX campaigns_pkey ON public.campaigns USING btree (id)
+  CREATE UNIQUE INDEX campaigns_tenant_id_key ON public.campaigns USING btree (tenant_id, id)
+  CREATE TRIGGER campaigns_updated_at BEFORE UPDATE ON public.campaigns FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
-  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
-table public.collections (owner postgres), row level security forced
+table public.collection_definitions (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
   column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
   column slug text NOT NULL
@@ -381,21 +470,177 @@ table public.collections (owner postgres), row level security forced
   column archived_at timestamp with time zone
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
-  constraint collections_fields_check CHECK (jsonb_typeof(fields) = 'array'::text)
-  constraint collections_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
-  constraint collections_name_check CHECK (btrim(name) <> ''::text)
-  constraint collections_pkey PRIMARY KEY (id)
-  constraint collections_slug_check CHECK (slug ~ '^[a-z0-9][a-z0-9_-]{0,62}$'::text)
-  constraint collections_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
-  constraint collections_tenant_id_key UNIQUE (tenant_id, id)
-  constraint collections_tenant_slug_key UNIQUE (tenant_id, slug)
-  CREATE UNIQUE INDEX collections_pkey ON public.collections USING btree (id)
-  CREATE UNIQUE INDEX collections_tenant_id_key ON public.collections USING btree (tenant_id, id)
-  CREATE UNIQUE INDEX collections_tenant_slug_key ON public.collections USING btree (tenant_id, slug)
-  CREATE TRIGGER collections_updated_at BEFORE UPDATE ON public.collections FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  column icon text
+  column color text DEFAULT '#6b7280'::text
+  column sort_order integer DEFAULT 0
+  constraint collection_definitions_fields_check CHECK (jsonb_typeof(fields) = 'array'::text)
+  constraint collection_definitions_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint collection_definitions_name_check CHECK (btrim(name) <> ''::text)
+  constraint collection_definitions_pkey PRIMARY KEY (id)
+  constraint collection_definitions_slug_check CHECK (slug ~ '^[a-z0-9][a-z0-9_-]{0,62}$'::text)
+  constraint collection_definitions_slug_unique UNIQUE (tenant_id, slug)
+  constraint collection_definitions_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint collection_definitions_tenant_id_key UNIQUE (tenant_id, id)
+  CREATE UNIQUE INDEX collection_definitions_pkey ON public.collection_definitions USING btree (id)
+  CREATE UNIQUE INDEX collection_definitions_slug_unique ON public.collection_definitions USING btree (tenant_id, slug)
+  CREATE UNIQUE INDEX collection_definitions_tenant_id_key ON public.collection_definitions USING btree (tenant_id, id)
+  CREATE TRIGGER collection_definitions_updated_at BEFORE UPDATE ON public.collection_definitions FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.collection_fields (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column collection_id uuid NOT NULL
+  column field_key text NOT NULL
+  column field_type text NOT NULL
+  column label text NOT NULL
+  column description text
+  column sort_order integer DEFAULT 0
+  column required boolean DEFAULT false
+  column options jsonb
+  column default_value jsonb
+  column is_title_field boolean DEFAULT false
+  column is_active boolean DEFAULT true
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint collection_fields_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collection_definitions(tenant_id, id) ON DELETE CASCADE
+  constraint collection_fields_field_key_check CHECK (btrim(field_key) <> ''::text)
+  constraint collection_fields_field_type_check CHECK (field_type = ANY (ARRAY['text'::text, 'number'::text, 'date'::text, 'datetime'::text, 'boolean'::text, 'select'::text, 'multi_select'::text, 'url'::text, 'email'::text, 'phone'::text, 'relation'::text, 'rich_text'::text]))
+  constraint collection_fields_key_unique UNIQUE (collection_id, field_key)
+  constraint collection_fields_pkey PRIMARY KEY (id)
+  constraint collection_fields_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX collection_fields_key_unique ON public.collection_fields USING btree (collection_id, field_key)
+  CREATE UNIQUE INDEX collection_fields_pkey ON public.collection_fields USING btree (id)
+  CREATE TRIGGER collection_fields_updated_at BEFORE UPDATE ON public.collection_fields FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.collection_records (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column collection_id uuid NOT NULL
+  column "values" jsonb NOT NULL DEFAULT '{}'::jsonb
+  column archived_at timestamp with time zone
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column sort_order integer DEFAULT 0
+  constraint collection_records_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collection_definitions(tenant_id, id) ON DELETE CASCADE
+  constraint collection_records_pkey PRIMARY KEY (id)
+  constraint collection_records_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint collection_records_tenant_id_key UNIQUE (tenant_id, id)
+  constraint collection_records_values_check CHECK (jsonb_typeof("values") = 'object'::text)
+  CREATE INDEX collection_records_active_idx ON public.collection_records USING btree (collection_id, created_at DESC) WHERE (archived_at IS NULL)
+  CREATE INDEX collection_records_collection_idx ON public.collection_records USING btree (collection_id)
+  CREATE UNIQUE INDEX collection_records_pkey ON public.collection_records USING btree (id)
+  CREATE UNIQUE INDEX collection_records_tenant_id_key ON public.collection_records USING btree (tenant_id, id)
+  CREATE TRIGGER collection_records_event_routines AFTER INSERT OR UPDATE ON public.collection_records FOR EACH ROW EXECUTE FUNCTION public.awp_fire_event_routines()
+  CREATE TRIGGER collection_records_updated_at BEFORE UPDATE ON public.collection_records FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.collection_templates (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column name text NOT NULL
+  column slug text NOT NULL
+  column description text
+  column icon text
+  column category text
+  column definition jsonb NOT NULL
+  column sort_order integer DEFAULT 0
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint collection_templates_definition_check CHECK (jsonb_typeof(definition) = 'object'::text)
+  constraint collection_templates_name_check CHECK (btrim(name) <> ''::text)
+  constraint collection_templates_pkey PRIMARY KEY (id)
+  constraint collection_templates_slug_key UNIQUE (slug)
+  CREATE UNIQUE INDEX collection_templates_pkey ON public.collection_templates USING btree (id)
+  CREATE UNIQUE INDEX collection_templates_slug_key ON public.collection_templates USING btree (slug)
+  policy read_all PERMISSIVE FOR SELECT TO authenticated USING (true)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.collection_views (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column collection_id uuid NOT NULL
+  column name text NOT NULL
+  column view_type text NOT NULL
+  column config jsonb NOT NULL DEFAULT '{}'::jsonb
+  column is_default boolean DEFAULT false
+  column sort_order integer DEFAULT 0
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint collection_views_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collection_definitions(tenant_id, id) ON DELETE CASCADE
+  constraint collection_views_config_check CHECK (jsonb_typeof(config) = 'object'::text)
+  constraint collection_views_name_check CHECK (btrim(name) <> ''::text)
+  constraint collection_views_pkey PRIMARY KEY (id)
+  constraint collection_views_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint collection_views_view_type_check CHECK (view_type = ANY (ARRAY['table'::text, 'kanban'::text, 'calendar'::text]))
+  CREATE INDEX collection_views_collection_idx ON public.collection_views USING btree (collection_id)
+  CREATE UNIQUE INDEX collection_views_pkey ON public.collection_views USING btree (id)
+  CREATE TRIGGER collection_views_updated_at BEFORE UPDATE ON public.collection_views FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.comments (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column entity_type text NOT NULL
+  column entity_id uuid NOT NULL
+  column parent_id uuid
+  column body text NOT NULL
+  column actor_type public.actor_type NOT NULL DEFAULT 'human'::public.actor_type
+  column actor_agent_id uuid
+  column mentions text[] NOT NULL DEFAULT '{}'::text[]
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint comments_actor_agent_id_fkey FOREIGN KEY (tenant_id, actor_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (actor_agent_id)
+  constraint comments_body_check CHECK (btrim(body) <> ''::text)
+  constraint comments_entity_type_check CHECK (btrim(entity_type) <> ''::text)
+  constraint comments_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint comments_not_own_parent CHECK (parent_id IS DISTINCT FROM id)
+  constraint comments_parent_id_fkey FOREIGN KEY (tenant_id, parent_id) REFERENCES public.comments(tenant_id, id) ON DELETE CASCADE
+  constraint comments_pkey PRIMARY KEY (id)
+  constraint comments_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint comments_tenant_id_key UNIQUE (tenant_id, id)
+  CREATE INDEX comments_entity_idx ON public.comments USING btree (tenant_id, entity_type, entity_id, created_at)
+  CREATE INDEX comments_parent_idx ON public.comments USING btree (parent_id) WHERE (parent_id IS NOT NULL)
+  CREATE UNIQUE INDEX comments_pkey ON public.comments USING btree (id)
+  CREATE UNIQUE INDEX comments_tenant_id_key ON public.comments USING btree (tenant_id, id)
+  CREATE TRIGGER comments_enqueue_mentions AFTER INSERT ON public.comments FOR EACH ROW WHEN (new.entity_type = 'task'::text) EXECUTE FUNCTION public.awp_comments_enqueue_mentions()
+  CREATE TRIGGER comments_updated_at BEFORE UPDATE ON public.comments FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.contact_organizations (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column contact_id uuid NOT NULL
+  column org_id uuid NOT NULL
+  column role text
+  column is_current boolean NOT NULL DEFAULT true
+  column started_at date
+  column ended_at date
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint contact_organizations_contact_id_fkey FOREIGN KEY (tenant_id, contact_id) REFERENCES public.contacts(tenant_id, id) ON DELETE CASCADE
+  constraint contact_organizations_current_check CHECK (NOT is_current OR ended_at IS NULL)
+  constraint contact_organizations_org_id_fkey FOREIGN KEY (tenant_id, org_id) REFERENCES public.organizations(tenant_id, id) ON DELETE CASCADE
+  constraint contact_organizations_pkey PRIMARY KEY (id)
+  constraint contact_organizations_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint contact_organizations_unique UNIQUE (tenant_id, contact_id, org_id, role)
+  CREATE INDEX contact_organizations_contact_idx ON public.contact_organizations USING btree (contact_id)
+  CREATE INDEX contact_organizations_org_idx ON public.contact_organizations USING btree (org_id)
+  CREATE UNIQUE INDEX contact_organizations_pkey ON public.contact_organizations USING btree (id)
+  CREATE UNIQUE INDEX contact_organizations_unique ON public.contact_organizations USING btree (tenant_id, contact_id, org_id, role)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.contacts (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -406,7 +651,7 @@ table public.contacts (owner postgres), row level security forced
   column company text
   column title text
   column org_id uuid
-  column status text
+  column status text DEFAULT 'new'::text
   column tags text[] NOT NULL DEFAULT '{}'::text[]
   column notes text
   column meta jsonb NOT NULL DEFAULT '{}'::jsonb
@@ -414,11 +659,29 @@ table public.contacts (owner postgres), row level security forced
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column full_name text GENERATED ALWAYS AS (name) STORED
+  column linkedin_url text
+  column twitter_url text
+  column website_url text
+  column location text
+  column avatar_url text
+  column handle text
+  column how_we_met text
+  column source text
+  column campaign_id uuid
+  column status_changed_at timestamp with time zone
+  column priority text
+  column relationship_strength text DEFAULT 'stranger'::text
+  column last_contact_date timestamp with time zone
+  column extended jsonb NOT NULL DEFAULT '{}'::jsonb
+  constraint contacts_campaign_id_fkey FOREIGN KEY (tenant_id, campaign_id) REFERENCES public.campaigns(tenant_id, id) ON DELETE SET NULL (campaign_id)
+  constraint contacts_extended_check CHECK (jsonb_typeof(extended) = 'object'::text)
   constraint contacts_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint contacts_name_check CHECK (btrim(name) <> ''::text)
   constraint contacts_pkey PRIMARY KEY (id)
   constraint contacts_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint contacts_tenant_id_key UNIQUE (tenant_id, id)
+  CREATE INDEX contacts_active_idx ON public.contacts USING btree (tenant_id, created_at DESC) WHERE (archived_at IS NULL)
+  CREATE INDEX contacts_campaign_idx ON public.contacts USING btree (campaign_id) WHERE (campaign_id IS NOT NULL)
   CREATE UNIQUE INDEX contacts_pkey ON public.contacts USING btree (id)
   CREATE UNIQUE INDEX contacts_tenant_id_key ON public.contacts USING btree (tenant_id, id)
   CREATE TRIGGER contacts_event_routines AFTER INSERT OR UPDATE ON public.contacts FOR EACH ROW EXECUTE FUNCTION public.awp_fire_event_routines()
@@ -452,6 +715,105 @@ table public.daemon_heartbeats (owner postgres), row level security forced
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: SELECT; awp_gateway: INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.draft_sets (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column contact_id uuid NOT NULL
+  column template_id uuid
+  column channel text NOT NULL
+  column stage text NOT NULL
+  column version integer NOT NULL DEFAULT 1
+  column variants jsonb NOT NULL
+  column selected_variant_index integer
+  column based_on_draft_set_id uuid
+  column feedback_notes text
+  column status text NOT NULL DEFAULT 'draft'::text
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint draft_sets_based_on_draft_set_id_fkey FOREIGN KEY (tenant_id, based_on_draft_set_id) REFERENCES public.draft_sets(tenant_id, id) ON DELETE SET NULL (based_on_draft_set_id)
+  constraint draft_sets_contact_id_fkey FOREIGN KEY (tenant_id, contact_id) REFERENCES public.contacts(tenant_id, id) ON DELETE CASCADE
+  constraint draft_sets_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint draft_sets_pkey PRIMARY KEY (id)
+  constraint draft_sets_template_id_fkey FOREIGN KEY (tenant_id, template_id) REFERENCES public.templates(tenant_id, id) ON DELETE SET NULL (template_id)
+  constraint draft_sets_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint draft_sets_tenant_id_key UNIQUE (tenant_id, id)
+  constraint draft_sets_variants_check CHECK (jsonb_typeof(variants) = 'array'::text)
+  constraint draft_sets_version_check CHECK (version >= 1)
+  constraint draft_sets_version_key UNIQUE (tenant_id, contact_id, channel, stage, version)
+  CREATE UNIQUE INDEX draft_sets_pkey ON public.draft_sets USING btree (id)
+  CREATE UNIQUE INDEX draft_sets_tenant_id_key ON public.draft_sets USING btree (tenant_id, id)
+  CREATE UNIQUE INDEX draft_sets_version_key ON public.draft_sets USING btree (tenant_id, contact_id, channel, stage, version)
+  CREATE TRIGGER draft_sets_updated_at BEFORE UPDATE ON public.draft_sets FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.entity_links (owner postgres), row level security
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column owner_type text NOT NULL
+  column owner_id uuid NOT NULL
+  column target_type text NOT NULL
+  column target_id uuid
+  column url text
+  column label text
+  column sort_order integer DEFAULT 0
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column is_deliverable boolean NOT NULL DEFAULT false
+  column review_status text
+  column review_note text
+  column reviewed_by uuid
+  column reviewed_at timestamp with time zone
+  column submitted_by_agent_id uuid
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint entity_links_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint entity_links_owner_type_check CHECK (btrim(owner_type) <> ''::text)
+  constraint entity_links_pkey PRIMARY KEY (id)
+  constraint entity_links_review_status_check CHECK (review_status = ANY (ARRAY['draft'::text, 'in_review'::text, 'approved'::text, 'revision_requested'::text, 'rejected'::text]))
+  constraint entity_links_submitted_by_agent_id_fkey FOREIGN KEY (tenant_id, submitted_by_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (submitted_by_agent_id)
+  constraint entity_links_target_check CHECK (target_type = 'url'::text AND url IS NOT NULL AND target_id IS NULL OR target_type <> 'url'::text AND target_id IS NOT NULL AND url IS NULL)
+  constraint entity_links_target_type_check CHECK (btrim(target_type) <> ''::text)
+  constraint entity_links_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint entity_links_unique UNIQUE (tenant_id, owner_type, owner_id, target_type, target_id)
+  CREATE INDEX entity_links_owner_idx ON public.entity_links USING btree (tenant_id, owner_type, owner_id)
+  CREATE UNIQUE INDEX entity_links_pkey ON public.entity_links USING btree (id)
+  CREATE INDEX entity_links_target_idx ON public.entity_links USING btree (target_type, target_id)
+  CREATE UNIQUE INDEX entity_links_unique ON public.entity_links USING btree (tenant_id, owner_type, owner_id, target_type, target_id)
+  CREATE UNIQUE INDEX entity_links_url_unique ON public.entity_links USING btree (tenant_id, owner_type, owner_id, url) WHERE (target_type = 'url'::text)
+  CREATE TRIGGER entity_links_deliverable AFTER INSERT OR UPDATE OF review_status ON public.entity_links FOR EACH ROW WHEN (new.is_deliverable AND new.submitted_by_agent_id IS NOT NULL) EXECUTE FUNCTION public.awp_entity_links_deliverable()
+  CREATE TRIGGER entity_links_updated_at BEFORE UPDATE ON public.entity_links FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.field_definitions (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column entity_type text NOT NULL DEFAULT 'contact'::text
+  column field_key text NOT NULL
+  column field_type text NOT NULL
+  column label text NOT NULL
+  column field_group text
+  column sort_order integer DEFAULT 0
+  column required boolean DEFAULT false
+  column options jsonb
+  column description text
+  column is_active boolean DEFAULT true
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint field_definitions_field_key_check CHECK (btrim(field_key) <> ''::text)
+  constraint field_definitions_field_type_check CHECK (btrim(field_type) <> ''::text)
+  constraint field_definitions_key UNIQUE (tenant_id, entity_type, field_key)
+  constraint field_definitions_label_check CHECK (btrim(label) <> ''::text)
+  constraint field_definitions_pkey PRIMARY KEY (id)
+  constraint field_definitions_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX field_definitions_key ON public.field_definitions USING btree (tenant_id, entity_type, field_key)
+  CREATE UNIQUE INDEX field_definitions_pkey ON public.field_definitions USING btree (id)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.gateway_keys (owner postgres), row level security
   column gateway_id uuid NOT NULL
@@ -515,6 +877,9 @@ table public.gateways (owner postgres), row level security
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column run_shell_policy text NOT NULL DEFAULT 'operators'::text
+  column last_backup_at timestamp with time zone
+  column last_backup_size_bytes bigint
+  constraint gateways_last_backup_size_bytes_check CHECK (last_backup_size_bytes >= 0)
   constraint gateways_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint gateways_pkey PRIMARY KEY (id)
   constraint gateways_run_shell_policy_check CHECK (run_shell_policy = ANY (ARRAY['operators'::text, 'members'::text]))
@@ -541,6 +906,118 @@ table public.gateways (owner postgres), row level security
   column grants last_heartbeat_at: awp_gateway: UPDATE
   column grants last_seen_at: awp_gateway: UPDATE
   column grants status: awp_gateway: UPDATE
+
+table public.hq_plugin_events (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column plugin_id text NOT NULL
+  column hook text NOT NULL
+  column entity_type text
+  column entity_id uuid
+  column status public.plugin_event_status NOT NULL
+  column duration_ms integer
+  column error_message text
+  column request_payload jsonb
+  column response_payload jsonb
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint hq_plugin_events_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint hq_plugin_events_pkey PRIMARY KEY (id)
+  constraint hq_plugin_events_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX hq_plugin_events_pkey ON public.hq_plugin_events USING btree (id)
+  CREATE INDEX hq_plugin_events_plugin_idx ON public.hq_plugin_events USING btree (tenant_id, plugin_id, created_at DESC)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.hq_plugins (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column plugin_id text NOT NULL
+  column name text NOT NULL
+  column description text
+  column version text NOT NULL DEFAULT '0.1.0'::text
+  column source public.plugin_source NOT NULL DEFAULT 'local'::public.plugin_source
+  column is_enabled boolean NOT NULL DEFAULT true
+  column hooks text[] NOT NULL DEFAULT '{}'::text[]
+  column entry_module text
+  column webhook_url text
+  column webhook_secret text
+  column config jsonb NOT NULL DEFAULT '{}'::jsonb
+  column config_schema jsonb
+  column capabilities text[] NOT NULL DEFAULT '{}'::text[]
+  column installed_by uuid
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint hq_plugins_config_check CHECK (jsonb_typeof(config) = 'object'::text)
+  constraint hq_plugins_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint hq_plugins_name_check CHECK (btrim(name) <> ''::text)
+  constraint hq_plugins_pkey PRIMARY KEY (id)
+  constraint hq_plugins_plugin_id_check CHECK (btrim(plugin_id) <> ''::text)
+  constraint hq_plugins_plugin_key UNIQUE (tenant_id, plugin_id)
+  constraint hq_plugins_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX hq_plugins_pkey ON public.hq_plugins USING btree (id)
+  CREATE UNIQUE INDEX hq_plugins_plugin_key ON public.hq_plugins USING btree (tenant_id, plugin_id)
+  CREATE TRIGGER hq_plugins_updated_at BEFORE UPDATE ON public.hq_plugins FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+  column grants capabilities: anon: SELECT; authenticated: SELECT
+  column grants config: anon: SELECT; authenticated: SELECT
+  column grants config_schema: anon: SELECT; authenticated: SELECT
+  column grants created_at: anon: SELECT; authenticated: SELECT
+  column grants description: anon: SELECT; authenticated: SELECT
+  column grants entry_module: anon: SELECT; authenticated: SELECT
+  column grants hooks: anon: SELECT; authenticated: SELECT
+  column grants id: anon: SELECT; authenticated: SELECT
+  column grants installed_by: anon: SELECT; authenticated: SELECT
+  column grants is_enabled: anon: SELECT; authenticated: SELECT
+  column grants meta: anon: SELECT; authenticated: SELECT
+  column grants name: anon: SELECT; authenticated: SELECT
+  column grants plugin_id: anon: SELECT; authenticated: SELECT
+  column grants source: anon: SELECT; authenticated: SELECT
+  column grants tenant_id: anon: SELECT; authenticated: SELECT
+  column grants updated_at: anon: SELECT; authenticated: SELECT
+  column grants version: anon: SELECT; authenticated: SELECT
+  column grants webhook_url: anon: SELECT; authenticated: SELECT
+
+table public.interactions (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column contact_id uuid
+  column org_id uuid
+  column type text NOT NULL
+  column direction text
+  column channel text
+  column subject text
+  column summary text
+  column body text
+  column occurred_at timestamp with time zone NOT NULL DEFAULT now()
+  column next_action text
+  column next_action_date timestamp with time zone
+  column template_id uuid
+  column actor_type public.actor_type NOT NULL DEFAULT 'human'::public.actor_type
+  column actor_agent_id uuid
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint interactions_actor_agent_id_fkey FOREIGN KEY (tenant_id, actor_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (actor_agent_id)
+  constraint interactions_contact_id_fkey FOREIGN KEY (tenant_id, contact_id) REFERENCES public.contacts(tenant_id, id) ON DELETE CASCADE
+  constraint interactions_has_owner CHECK (contact_id IS NOT NULL OR org_id IS NOT NULL)
+  constraint interactions_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint interactions_org_id_fkey FOREIGN KEY (tenant_id, org_id) REFERENCES public.organizations(tenant_id, id) ON DELETE SET NULL (org_id)
+  constraint interactions_pkey PRIMARY KEY (id)
+  constraint interactions_template_id_fkey FOREIGN KEY (tenant_id, template_id) REFERENCES public.templates(tenant_id, id) ON DELETE SET NULL (template_id)
+  constraint interactions_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint interactions_type_check CHECK (btrim(type) <> ''::text)
+  CREATE INDEX interactions_contact_idx ON public.interactions USING btree (contact_id, occurred_at DESC)
+  CREATE INDEX interactions_next_action_idx ON public.interactions USING btree (tenant_id, next_action_date) WHERE (next_action_date IS NOT NULL)
+  CREATE INDEX interactions_org_idx ON public.interactions USING btree (org_id, occurred_at DESC) WHERE (org_id IS NOT NULL)
+  CREATE UNIQUE INDEX interactions_pkey ON public.interactions USING btree (id)
+  CREATE TRIGGER interactions_after_insert AFTER INSERT ON public.interactions FOR EACH ROW EXECUTE FUNCTION public.awp_interactions_after_insert()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.knowledge_chunks (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -597,6 +1074,8 @@ table public.knowledge_folders (owner postgres), row level security forced
   column meta jsonb NOT NULL DEFAULT '{}'::jsonb
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  column icon text
+  column color text
   constraint knowledge_folders_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint knowledge_folders_name_check CHECK (btrim(name) <> ''::text)
   constraint knowledge_folders_not_own_parent CHECK (parent_id IS DISTINCT FROM id)
@@ -611,6 +1090,24 @@ table public.knowledge_folders (owner postgres), row level security forced
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.knowledge_item_agents (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column knowledge_item_id uuid NOT NULL
+  column agent_id uuid NOT NULL
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint knowledge_item_agents_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
+  constraint knowledge_item_agents_knowledge_item_id_fkey FOREIGN KEY (tenant_id, knowledge_item_id) REFERENCES public.knowledge_items(tenant_id, id) ON DELETE CASCADE
+  constraint knowledge_item_agents_pkey PRIMARY KEY (id)
+  constraint knowledge_item_agents_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint knowledge_item_agents_unique UNIQUE (knowledge_item_id, agent_id)
+  CREATE INDEX knowledge_item_agents_agent_idx ON public.knowledge_item_agents USING btree (agent_id)
+  CREATE UNIQUE INDEX knowledge_item_agents_pkey ON public.knowledge_item_agents USING btree (id)
+  CREATE UNIQUE INDEX knowledge_item_agents_unique ON public.knowledge_item_agents USING btree (knowledge_item_id, agent_id)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.knowledge_item_versions (owner postgres), row level security
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -679,6 +1176,7 @@ table public.knowledge_items (owner postgres), row level security
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column source_hash text GENERATED ALWAYS AS (public.awp_sha256_hex(((((((title || chr(31)) || public.awp_text_array_to_string(tags)) || chr(31)) || COALESCE(plain_text, ''::text)) || chr(31)) || COALESCE((content)::text, ''::text)))) STORED
   column search_vector tsvector GENERATED ALWAYS AS (((setweight(to_tsvector('english'::regconfig, title), 'A'::"char") || setweight(to_tsvector('english'::regconfig, public.awp_text_array_to_string(tags)), 'B'::"char")) || setweight(to_tsvector('english'::regconfig, COALESCE(plain_text, ''::text)), 'C'::"char"))) STORED
+  column content_hash text
   constraint knowledge_items_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint knowledge_items_chunk_status_check CHECK (chunk_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text]))
   constraint knowledge_items_embedding_status_check CHECK (embedding_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text]))
@@ -687,7 +1185,7 @@ table public.knowledge_items (owner postgres), row level security
   constraint knowledge_items_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint knowledge_items_pkey PRIMARY KEY (id)
   constraint knowledge_items_processing_status_check CHECK (processing_status = ANY (ARRAY['ready'::text, 'processing'::text, 'done'::text, 'failed'::text]))
-  constraint knowledge_items_scope_check CHECK (scope = ANY (ARRAY['workspace'::text, 'agent'::text]))
+  constraint knowledge_items_scope_check CHECK (scope = ANY (ARRAY['workspace'::text, 'agent'::text, 'library'::text]))
   constraint knowledge_items_source_connection_id_fkey FOREIGN KEY (tenant_id, source_connection_id) REFERENCES public.source_connections(tenant_id, id) ON DELETE SET NULL (source_connection_id)
   constraint knowledge_items_source_sync_status_check CHECK (source_sync_status = ANY (ARRAY['synced'::text, 'stale'::text, 'error'::text, 'source_deleted'::text]))
   constraint knowledge_items_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
@@ -714,6 +1212,106 @@ table public.knowledge_items (owner postgres), row level security
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.labels (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column name text NOT NULL
+  column color text NOT NULL DEFAULT '#6b7280'::text
+  column description text
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint labels_name_check CHECK (btrim(name) <> ''::text)
+  constraint labels_pkey PRIMARY KEY (id)
+  constraint labels_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint labels_tenant_id_key UNIQUE (tenant_id, id)
+  constraint labels_tenant_name_key UNIQUE (tenant_id, name)
+  CREATE UNIQUE INDEX labels_pkey ON public.labels USING btree (id)
+  CREATE UNIQUE INDEX labels_tenant_id_key ON public.labels USING btree (tenant_id, id)
+  CREATE UNIQUE INDEX labels_tenant_name_key ON public.labels USING btree (tenant_id, name)
+  CREATE TRIGGER labels_updated_at BEFORE UPDATE ON public.labels FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.notifications (owner postgres), row level security
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column type text NOT NULL
+  column title text NOT NULL
+  column body text
+  column entity_type text
+  column entity_id uuid
+  column actor_type public.actor_type DEFAULT 'system'::public.actor_type
+  column actor_agent_id uuid
+  column read_at timestamp with time zone
+  column dismissed_at timestamp with time zone
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint notifications_actor_agent_id_fkey FOREIGN KEY (tenant_id, actor_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (actor_agent_id)
+  constraint notifications_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint notifications_pkey PRIMARY KEY (id)
+  constraint notifications_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint notifications_type_check CHECK (btrim(type) <> ''::text)
+  CREATE UNIQUE INDEX notifications_budget_once ON public.notifications USING btree (entity_id, type, ((meta ->> 'period_start'::text))) WHERE ((entity_type = 'agent_budget'::text) AND (type = ANY (ARRAY['budget.warned'::text, 'budget.exceeded'::text])))
+  CREATE UNIQUE INDEX notifications_pkey ON public.notifications USING btree (id)
+  CREATE INDEX notifications_unread_idx ON public.notifications USING btree (tenant_id, created_at DESC) WHERE ((read_at IS NULL) AND (dismissed_at IS NULL))
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.organizations (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column name text NOT NULL
+  column type text
+  column website text
+  column industry text
+  column size text
+  column location text
+  column description text
+  column notes text
+  column tags text[] NOT NULL DEFAULT '{}'::text[]
+  column status text
+  column extended jsonb NOT NULL DEFAULT '{}'::jsonb
+  column archived_at timestamp with time zone
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint organizations_extended_check CHECK (jsonb_typeof(extended) = 'object'::text)
+  constraint organizations_name_check CHECK (btrim(name) <> ''::text)
+  constraint organizations_pkey PRIMARY KEY (id)
+  constraint organizations_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint organizations_tenant_id_key UNIQUE (tenant_id, id)
+  CREATE INDEX organizations_active_idx ON public.organizations USING btree (tenant_id, created_at DESC) WHERE (archived_at IS NULL)
+  CREATE UNIQUE INDEX organizations_pkey ON public.organizations USING btree (id)
+  CREATE UNIQUE INDEX organizations_tenant_id_key ON public.organizations USING btree (tenant_id, id)
+  CREATE TRIGGER organizations_updated_at BEFORE UPDATE ON public.organizations FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.pipeline_stages (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column entity_type text NOT NULL DEFAULT 'contact'::text
+  column stage_key text NOT NULL
+  column label text NOT NULL
+  column color text
+  column sort_order integer DEFAULT 0
+  column is_terminal boolean DEFAULT false
+  column is_default boolean DEFAULT false
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint pipeline_stages_key UNIQUE (tenant_id, entity_type, stage_key)
+  constraint pipeline_stages_label_check CHECK (btrim(label) <> ''::text)
+  constraint pipeline_stages_pkey PRIMARY KEY (id)
+  constraint pipeline_stages_stage_key_check CHECK (btrim(stage_key) <> ''::text)
+  constraint pipeline_stages_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE UNIQUE INDEX pipeline_stages_key ON public.pipeline_stages USING btree (tenant_id, entity_type, stage_key)
+  CREATE UNIQUE INDEX pipeline_stages_one_default ON public.pipeline_stages USING btree (tenant_id, entity_type) WHERE is_default
+  CREATE UNIQUE INDEX pipeline_stages_pkey ON public.pipeline_stages USING btree (id)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.plugins (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -771,7 +1369,7 @@ table public.routines (owner postgres), row level security
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   constraint routines_agent_id_fkey FOREIGN KEY (tenant_id, agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE CASCADE
   constraint routines_cadence_type_check CHECK (cadence_type = ANY (ARRAY['every_n_minutes'::text, 'every_n_hours'::text, 'daily'::text, 'weekdays'::text, 'weekly'::text, 'monthly'::text, 'every_n_days'::text]))
-  constraint routines_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collections(tenant_id, id) ON DELETE CASCADE
+  constraint routines_collection_id_fkey FOREIGN KEY (tenant_id, collection_id) REFERENCES public.collection_definitions(tenant_id, id) ON DELETE CASCADE
   constraint routines_condition_check CHECK (condition = ANY (ARRAY['created'::text, 'changed_to'::text, 'changed_from'::text, 'any_change'::text]))
   constraint routines_day_of_month_check CHECK (day_of_month >= 1 AND day_of_month <= 31)
   constraint routines_days_of_week_check CHECK (days_of_week <@ ARRAY[1::smallint, 2::smallint, 3::smallint, 4::smallint, 5::smallint, 6::smallint, 7::smallint])
@@ -883,7 +1481,9 @@ table public.source_connections (owner postgres), row level security forced
   column next_sync_at timestamp with time zone
   column last_verified_at timestamp with time zone
   column error_message text GENERATED ALWAYS AS (last_error) STORED
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
   constraint source_connections_config_check CHECK (jsonb_typeof(config) = 'object'::text)
+  constraint source_connections_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint source_connections_pkey PRIMARY KEY (id)
   constraint source_connections_provider_check CHECK (btrim(provider) <> ''::text)
   constraint source_connections_secret_id_fkey FOREIGN KEY (tenant_id, secret_id) REFERENCES public.secrets(tenant_id, id) ON DELETE SET NULL (secret_id)
@@ -901,6 +1501,52 @@ table public.source_connections (owner postgres), row level security forced
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.source_sync_runs (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column connection_id uuid NOT NULL
+  column status text NOT NULL DEFAULT 'running'::text
+  column items_synced integer DEFAULT 0
+  column items_failed integer DEFAULT 0
+  column started_at timestamp with time zone DEFAULT now()
+  column completed_at timestamp with time zone
+  column error_message text
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint source_sync_runs_connection_id_fkey FOREIGN KEY (tenant_id, connection_id) REFERENCES public.source_connections(tenant_id, id) ON DELETE CASCADE
+  constraint source_sync_runs_pkey PRIMARY KEY (id)
+  constraint source_sync_runs_status_check CHECK (status = ANY (ARRAY['running'::text, 'done'::text, 'failed'::text]))
+  constraint source_sync_runs_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE INDEX source_sync_runs_connection_idx ON public.source_sync_runs USING btree (connection_id, created_at DESC)
+  CREATE UNIQUE INDEX source_sync_runs_pkey ON public.source_sync_runs USING btree (id)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_read PERMISSIVE FOR SELECT TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.streams (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column name text NOT NULL
+  column description text
+  column color text DEFAULT '#6b7280'::text
+  column icon text
+  column sort_order integer DEFAULT 0
+  column type public.stream_type NOT NULL DEFAULT 'functional'::public.stream_type
+  column is_archived boolean DEFAULT false
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint streams_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint streams_name_check CHECK (btrim(name) <> ''::text)
+  constraint streams_pkey PRIMARY KEY (id)
+  constraint streams_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint streams_tenant_id_key UNIQUE (tenant_id, id)
+  CREATE UNIQUE INDEX streams_pkey ON public.streams USING btree (id)
+  CREATE UNIQUE INDEX streams_tenant_id_key ON public.streams USING btree (tenant_id, id)
+  CREATE TRIGGER streams_updated_at BEFORE UPDATE ON public.streams FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.task_comments (owner postgres), row level security
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -927,6 +1573,20 @@ table public.task_comments (owner postgres), row level security
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.task_labels (owner postgres), row level security forced
+  column task_id uuid NOT NULL
+  column label_id uuid NOT NULL
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  constraint task_labels_label_id_fkey FOREIGN KEY (tenant_id, label_id) REFERENCES public.labels(tenant_id, id) ON DELETE CASCADE
+  constraint task_labels_pkey PRIMARY KEY (task_id, label_id)
+  constraint task_labels_task_id_fkey FOREIGN KEY (tenant_id, task_id) REFERENCES public.tasks(tenant_id, id) ON DELETE CASCADE
+  constraint task_labels_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  CREATE INDEX task_labels_label_idx ON public.task_labels USING btree (label_id)
+  CREATE UNIQUE INDEX task_labels_pkey ON public.task_labels USING btree (task_id, label_id)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.task_relations (owner postgres), row level security
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -955,6 +1615,86 @@ table public.task_relations (owner postgres), row level security
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
+table public.task_series (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column stream_id uuid
+  column title text NOT NULL
+  column description text
+  column priority public.task_priority NOT NULL DEFAULT 'medium'::public.task_priority
+  column assignee_type public.actor_type
+  column assignee_agent_id uuid
+  column model_override text
+  column thinking_override text
+  column tags text[] NOT NULL DEFAULT '{}'::text[]
+  column linked_entity_type text
+  column linked_entity_id uuid
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column cadence_type text NOT NULL
+  column interval_n integer NOT NULL DEFAULT 1
+  column days_of_week smallint[] NOT NULL DEFAULT '{}'::smallint[]
+  column day_of_month smallint
+  column time_of_day time without time zone NOT NULL DEFAULT '09:00:00'::time without time zone
+  column timezone text NOT NULL
+  column is_paused boolean NOT NULL DEFAULT false
+  column starts_on date NOT NULL DEFAULT CURRENT_DATE
+  column ends_on date
+  column ends_after_count integer
+  column spawned_count integer NOT NULL DEFAULT 0
+  column next_occurrence_at timestamp with time zone
+  column last_spawned_at timestamp with time zone
+  column missed_policy text NOT NULL DEFAULT 'auto_skip'::text
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint task_series_assignee_agent_id_fkey FOREIGN KEY (tenant_id, assignee_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (assignee_agent_id)
+  constraint task_series_cadence_type_check CHECK (cadence_type = ANY (ARRAY['daily'::text, 'weekdays'::text, 'weekly'::text, 'monthly'::text, 'every_n_days'::text]))
+  constraint task_series_day_of_month_check CHECK (day_of_month = '-1'::integer OR day_of_month >= 1 AND day_of_month <= 31)
+  constraint task_series_days_of_week_check CHECK (days_of_week <@ ARRAY[0::smallint, 1::smallint, 2::smallint, 3::smallint, 4::smallint, 5::smallint, 6::smallint])
+  constraint task_series_ends_after_count_check CHECK (ends_after_count IS NULL OR ends_after_count >= 1)
+  constraint task_series_interval_n_check CHECK (interval_n >= 1 AND interval_n <= 366)
+  constraint task_series_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint task_series_missed_policy_check CHECK (missed_policy = ANY (ARRAY['auto_skip'::text, 'queue'::text]))
+  constraint task_series_pkey PRIMARY KEY (id)
+  constraint task_series_spawned_count_check CHECK (spawned_count >= 0)
+  constraint task_series_stream_id_fkey FOREIGN KEY (tenant_id, stream_id) REFERENCES public.streams(tenant_id, id) ON DELETE SET NULL (stream_id)
+  constraint task_series_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint task_series_tenant_id_key UNIQUE (tenant_id, id)
+  constraint task_series_title_check CHECK (btrim(title) <> ''::text)
+  CREATE INDEX task_series_assignee_idx ON public.task_series USING btree (assignee_agent_id)
+  CREATE INDEX task_series_due_idx ON public.task_series USING btree (next_occurrence_at) WHERE (NOT is_paused)
+  CREATE UNIQUE INDEX task_series_pkey ON public.task_series USING btree (id)
+  CREATE INDEX task_series_stream_idx ON public.task_series USING btree (stream_id)
+  CREATE UNIQUE INDEX task_series_tenant_id_key ON public.task_series USING btree (tenant_id, id)
+  CREATE TRIGGER task_series_before_write BEFORE INSERT OR UPDATE ON public.task_series FOR EACH ROW EXECUTE FUNCTION public.awp_task_series_before_write()
+  CREATE TRIGGER task_series_updated_at BEFORE UPDATE ON public.task_series FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.task_templates (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column name text NOT NULL
+  column description text
+  column icon text
+  column color text
+  column items jsonb NOT NULL DEFAULT '[]'::jsonb
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint task_templates_items_check CHECK (jsonb_typeof(items) = 'array'::text)
+  constraint task_templates_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint task_templates_name_check CHECK (btrim(name) <> ''::text)
+  constraint task_templates_pkey PRIMARY KEY (id)
+  constraint task_templates_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint task_templates_tenant_name_key UNIQUE (tenant_id, name)
+  CREATE UNIQUE INDEX task_templates_pkey ON public.task_templates USING btree (id)
+  CREATE UNIQUE INDEX task_templates_tenant_name_key ON public.task_templates USING btree (tenant_id, name)
+  CREATE TRIGGER task_templates_updated_at BEFORE UPDATE ON public.task_templates FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
 table public.tasks (owner postgres), row level security
   column id uuid NOT NULL DEFAULT gen_random_uuid()
   column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
@@ -981,25 +1721,39 @@ table public.tasks (owner postgres), row level security
   column created_at timestamp with time zone NOT NULL DEFAULT now()
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column series_id uuid
+  column linked_entity_type text
+  column linked_entity_id uuid
+  column series_occurrence_at timestamp with time zone
+  column is_recurring boolean DEFAULT false
+  column recurrence_rule text
+  column last_completed_at timestamp with time zone
   constraint tasks_assignee_agent_id_fkey FOREIGN KEY (tenant_id, assignee_agent_id) REFERENCES public.agents(tenant_id, id) ON DELETE SET NULL (assignee_agent_id)
   constraint tasks_contact_id_fkey FOREIGN KEY (tenant_id, contact_id) REFERENCES public.contacts(tenant_id, id) ON DELETE SET NULL (contact_id)
   constraint tasks_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint tasks_not_own_parent CHECK (parent_id IS DISTINCT FROM id)
+  constraint tasks_org_id_fkey FOREIGN KEY (tenant_id, org_id) REFERENCES public.organizations(tenant_id, id) ON DELETE SET NULL (org_id)
   constraint tasks_parent_id_fkey FOREIGN KEY (tenant_id, parent_id) REFERENCES public.tasks(tenant_id, id) ON DELETE SET NULL (parent_id)
   constraint tasks_pkey PRIMARY KEY (id)
+  constraint tasks_series_id_fkey FOREIGN KEY (tenant_id, series_id) REFERENCES public.task_series(tenant_id, id) ON DELETE SET NULL (series_id)
+  constraint tasks_series_occurrence_key UNIQUE (series_id, series_occurrence_at)
+  constraint tasks_stream_id_fkey FOREIGN KEY (tenant_id, stream_id) REFERENCES public.streams(tenant_id, id) ON DELETE SET NULL (stream_id)
   constraint tasks_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   constraint tasks_tenant_id_key UNIQUE (tenant_id, id)
   constraint tasks_title_check CHECK (btrim(title) <> ''::text)
   CREATE INDEX tasks_assignee_status_idx ON public.tasks USING btree (assignee_agent_id, status) WHERE (assignee_agent_id IS NOT NULL)
-  CREATE INDEX tasks_overdue_idx ON public.tasks USING btree (COALESCE(due_at, due_date)) WHERE ((status = ANY (ARRAY['todo'::public.task_status, 'in_progress'::public.task_status, 'blocked'::public.task_status])) AND (archived_at IS NULL))
+  CREATE INDEX tasks_overdue_idx ON public.tasks USING btree (public.awp_task_deadline(due_at, due_date)) WHERE ((status = ANY (ARRAY['todo'::public.task_status, 'in_progress'::public.task_status, 'blocked'::public.task_status])) AND (archived_at IS NULL))
   CREATE INDEX tasks_parent_idx ON public.tasks USING btree (parent_id) WHERE (parent_id IS NOT NULL)
   CREATE UNIQUE INDEX tasks_pkey ON public.tasks USING btree (id)
   CREATE INDEX tasks_series_idx ON public.tasks USING btree (series_id) WHERE (series_id IS NOT NULL)
+  CREATE UNIQUE INDEX tasks_series_occurrence_key ON public.tasks USING btree (series_id, series_occurrence_at)
+  CREATE INDEX tasks_stream_idx ON public.tasks USING btree (stream_id) WHERE (stream_id IS NOT NULL)
   CREATE UNIQUE INDEX tasks_tenant_id_key ON public.tasks USING btree (tenant_id, id)
+  CREATE INDEX tasks_top_level_idx ON public.tasks USING btree (tenant_id, created_at DESC) WHERE ((parent_id IS NULL) AND (archived_at IS NULL))
   CREATE TRIGGER tasks_before_write BEFORE INSERT OR UPDATE ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_tasks_before_write()
   CREATE TRIGGER tasks_blocker_resolved AFTER UPDATE OF status ON public.tasks FOR EACH ROW WHEN ((new.status = ANY (ARRAY['done'::public.task_status, 'cancelled'::public.task_status])) AND (old.status <> ALL (ARRAY['done'::public.task_status, 'cancelled'::public.task_status]))) EXECUTE FUNCTION public.awp_enqueue_blocker_resolved()
   CREATE TRIGGER tasks_enqueue_assignment AFTER INSERT OR UPDATE OF assignee_agent_id ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_enqueue_task_assignment()
   CREATE TRIGGER tasks_event_routines AFTER INSERT OR UPDATE ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_fire_event_routines()
+  CREATE TRIGGER tasks_notify AFTER UPDATE OF status, assignee_agent_id ON public.tasks FOR EACH ROW WHEN (old.status IS DISTINCT FROM new.status OR old.assignee_agent_id IS DISTINCT FROM new.assignee_agent_id) EXECUTE FUNCTION public.awp_tasks_notify()
   CREATE TRIGGER tasks_updated_at BEFORE UPDATE ON public.tasks FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((tenant_id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
@@ -1007,6 +1761,37 @@ table public.tasks (owner postgres), row level security
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; awp_gateway: SELECT; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.templates (owner postgres), row level security forced
+  column id uuid NOT NULL DEFAULT gen_random_uuid()
+  column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
+  column name text NOT NULL
+  column channel text
+  column stage text
+  column subject text
+  column body text NOT NULL
+  column is_active boolean NOT NULL DEFAULT true
+  column use_count integer NOT NULL DEFAULT 0
+  column family text
+  column angle text
+  column audience text
+  column overlays jsonb NOT NULL DEFAULT '[]'::jsonb
+  column meta jsonb NOT NULL DEFAULT '{}'::jsonb
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column updated_at timestamp with time zone NOT NULL DEFAULT now()
+  constraint templates_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
+  constraint templates_name_check CHECK (btrim(name) <> ''::text)
+  constraint templates_overlays_check CHECK (jsonb_typeof(overlays) = 'array'::text)
+  constraint templates_pkey PRIMARY KEY (id)
+  constraint templates_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint templates_tenant_id_key UNIQUE (tenant_id, id)
+  constraint templates_use_count_check CHECK (use_count >= 0)
+  CREATE UNIQUE INDEX templates_pkey ON public.templates USING btree (id)
+  CREATE UNIQUE INDEX templates_tenant_id_key ON public.templates USING btree (tenant_id, id)
+  CREATE TRIGGER templates_updated_at BEFORE UPDATE ON public.templates FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 table public.tenants (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -1024,6 +1809,7 @@ table public.tenants (owner postgres), row level security forced
   constraint tenants_status_check CHECK (status = ANY (ARRAY['active'::text, 'suspended'::text, 'deleted'::text]))
   CREATE UNIQUE INDEX tenants_pkey ON public.tenants USING btree (id)
   CREATE UNIQUE INDEX tenants_slug_key ON public.tenants USING btree (slug)
+  CREATE TRIGGER tenants_seed_workspace AFTER INSERT ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.awp_tenants_seed_workspace()
   CREATE TRIGGER tenants_updated_at BEFORE UPDATE ON public.tenants FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy gateway_tenant PERMISSIVE FOR SELECT TO awp_gateway USING ((id = COALESCE(( SELECT g.tenant_id
    FROM public.gateway_roles g
@@ -1074,7 +1860,7 @@ table public.work_products (owner postgres), row level security
 table public.workspace (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
   column tenant_id uuid NOT NULL DEFAULT public.awp_session_tenant_id()
-  column label text NOT NULL
+  column label text NOT NULL DEFAULT 'HQ'::text
   column emoji text
   column url text
   column anon_key text
@@ -1088,18 +1874,29 @@ table public.workspace (owner postgres), row level security forced
   column updated_at timestamp with time zone NOT NULL DEFAULT now()
   column slug text
   column initialized boolean NOT NULL DEFAULT false
+  column name text NOT NULL DEFAULT 'HQ'::text
+  column description text
+  column default_agent_budget_usd numeric(10,2)
+  column default_soft_threshold_pct integer NOT NULL DEFAULT 80
+  column default_hard_cutoff boolean NOT NULL DEFAULT true
+  constraint workspace_default_agent_budget_usd_check CHECK (default_agent_budget_usd IS NULL OR default_agent_budget_usd >= 0::numeric)
+  constraint workspace_default_soft_threshold_pct_check CHECK (default_soft_threshold_pct >= 0 AND default_soft_threshold_pct <= 100)
   constraint workspace_label_check CHECK (btrim(label) <> ''::text)
+  constraint workspace_name_check CHECK (btrim(name) <> ''::text)
   constraint workspace_pkey PRIMARY KEY (id)
   constraint workspace_service_role_key_encrypted_check CHECK (service_role_key_encrypted ~~ 'enc:v1:%'::text)
   constraint workspace_settings_check CHECK (jsonb_typeof(settings) = 'object'::text)
   constraint workspace_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
+  constraint workspace_tenant_id_key UNIQUE (tenant_id)
   CREATE UNIQUE INDEX workspace_one_default ON public.workspace USING btree (tenant_id) WHERE is_default
   CREATE UNIQUE INDEX workspace_pkey ON public.workspace USING btree (id)
+  CREATE UNIQUE INDEX workspace_tenant_id_key ON public.workspace USING btree (tenant_id)
   CREATE UNIQUE INDEX workspace_tenant_id_slug_key ON public.workspace USING btree (tenant_id, slug) WHERE (slug IS NOT NULL)
+  CREATE TRIGGER workspace_before_write BEFORE INSERT OR UPDATE ON public.workspace FOR EACH ROW EXECUTE FUNCTION public.awp_workspace_before_write()
   CREATE TRIGGER workspace_updated_at BEFORE UPDATE ON public.workspace FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   policy tenant_isolation PERMISSIVE FOR ALL TO authenticated USING ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id))) WITH CHECK ((tenant_id = ( SELECT public.current_tenant_id() AS current_tenant_id)))
-  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; anon: SELECT; authenticated: DELETE, INSERT, SELECT, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
 
 -- functions (bodies: sql/functions/*.sql)
 function auth.email()
@@ -1117,6 +1914,12 @@ function auth.uid()
 function public.agent_reports_chain(p_agent_id uuid, p_max_depth integer DEFAULT 5)
   returns TABLE(depth integer, agent_id uuid, slug text, name text), plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function public.awp_agent_budgets_before_write()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_agent_usage_budget()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_agent_usage_fields()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
@@ -1126,9 +1929,15 @@ function public.awp_agents_became_ready()
 function public.awp_agents_gateway_moved()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
+function public.awp_app_users_end_sessions()
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_auth_users_sync()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
+function public.awp_budget_status(p_limit numeric, p_threshold_pct integer, p_spend numeric, p_metered integer, p_unmetered integer)
+  returns public.budget_status, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.awp_check_command_payload(p_action public.command_action, p_payload jsonb)
   returns void, plpgsql IMMUTABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
@@ -1156,6 +1965,9 @@ function public.awp_commands_check_transition()
 function public.awp_commands_run_shell_gate()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
+function public.awp_comments_enqueue_mentions()
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_embedding_backoff(p_attempts integer)
   returns interval, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -1175,6 +1987,9 @@ function public.awp_enqueue_inbox_item(p_tenant_id uuid, p_agent_id uuid, p_even
   returns uuid, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; service_role: EXECUTE
 function public.awp_enqueue_task_assignment()
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_entity_links_deliverable()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_event_entity_table(p_entity_type text)
@@ -1222,6 +2037,9 @@ function public.awp_inbox_item_for_transition(p_item_id uuid, p_verb text, p_lea
 function public.awp_inbox_scan(p_gateway_id uuid)
   returns TABLE(agent_id uuid, oldest double precision, due_in double precision, waiting bigint), plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_interactions_after_insert()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_jsonb_patch(p_payload jsonb, p_patch jsonb)
   returns jsonb, sql IMMUTABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -1240,6 +2058,9 @@ function public.awp_knowledge_items_before_update()
 function public.awp_local_to_utc(p_local timestamp without time zone, p_timezone text)
   returns timestamp with time zone, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function public.awp_mentioned_agents(p_tenant_id uuid, p_mentions text[], p_body text, p_author uuid)
+  returns TABLE(id uuid, slug text), sql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_no_tenant()
   returns uuid, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -1291,12 +2112,30 @@ function public.awp_set_updated_at()
 function public.awp_sha256_hex(p text)
   returns text, sql IMMUTABLE STRICT PARALLEL SAFE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_task_deadline(p_due_at timestamp with time zone, p_due_date timestamp with time zone)
+  returns timestamp with time zone, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function public.awp_task_series_before_write()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_task_series_next(p_series public.task_series, p_from timestamp with time zone)
+  returns timestamp with time zone, plpgsql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.awp_tasks_before_write()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_tasks_notify()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_tenants_seed_workspace()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_text_array_to_string(p text[])
   returns text, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_time_zone_or_utc(p_timezone text)
+  returns text, sql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.awp_transaction_mark()
   returns text, sql STABLE PARALLEL SAFE, owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -1304,6 +2143,9 @@ function public.awp_user_app_metadata(p_tenant_id uuid, p_is_operator boolean)
   returns jsonb, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
   execute (owner): EXECUTE; service_role: EXECUTE
 function public.awp_work_products_before_write()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_workspace_before_write()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.cancel_command(p_command_id uuid)
@@ -1315,6 +2157,9 @@ function public.complete_command(p_command_id uuid, p_exit_code integer, p_stdou
 function public.complete_inbox_item(p_item_id uuid, p_lease_token uuid DEFAULT NULL::uuid)
   returns public.agent_inbox_items, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.complete_setup(p_name text, p_slug text, p_description text, p_owner_name text, p_preferred_name text, p_timezone text, p_stages jsonb, p_fields jsonb, p_streams jsonb, p_tenant_id uuid DEFAULT NULL::uuid)
+  returns void, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.consume_gateway_token(p_token text, p_label text DEFAULT NULL::text, p_slug_hint text DEFAULT NULL::text, p_tenant_id uuid DEFAULT NULL::uuid)
   returns jsonb, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE; anon: EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
@@ -1343,7 +2188,7 @@ function public.finish_and_lease_command(p_command_id uuid, p_lease_token uuid, 
   returns SETOF public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.get_agent_daily_usage(p_agent_id uuid, p_start_date date DEFAULT NULL::date, p_end_date date DEFAULT NULL::date)
-  returns TABLE(day date, input_tokens bigint, output_tokens bigint, total_tokens bigint, cost_usd numeric, calls bigint), plpgsql STABLE SET search_path="", owner postgres
+  returns TABLE(day date, input_tokens bigint, output_tokens bigint, total_tokens bigint, cost_usd numeric, calls bigint, spend_usd numeric, tokens bigint), plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.get_task_relations(p_task_id uuid)
   returns TABLE(relation_id uuid, relation_type public.task_relation_type, direction text, perspective_type public.task_relation_type, related_task_id uuid, related_title text, related_status public.task_status, related_assignee_agent_id uuid, related_assignee_name text, created_at timestamp with time zone), plpgsql STABLE SET search_path="", owner postgres
@@ -1375,6 +2220,9 @@ function public.patch_command_payload(p_command_id uuid, p_patch jsonb, p_lease_
 function public.reap_expired_leases()
   returns TABLE(commands_requeued integer, commands_failed integer, inbox_retried integer, inbox_dead_lettered integer, knowledge_released integer), plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; service_role: EXECUTE
+function public.recompute_agent_budget(p_agent_id uuid)
+  returns public.agent_budgets, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.routine_next_occurrence(p_cadence_type text, p_interval_n integer DEFAULT NULL::integer, p_days_of_week smallint[] DEFAULT NULL::smallint[], p_day_of_month integer DEFAULT NULL::integer, p_time_of_day text DEFAULT NULL::text, p_timezone text DEFAULT NULL::text, p_from timestamp with time zone DEFAULT NULL::timestamp with time zone)
   returns timestamp with time zone, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
@@ -1389,6 +2237,9 @@ function public.search_knowledge_items(query_embedding public.vector, match_coun
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.search_knowledge_items_text(query_text text, match_count integer DEFAULT 10, filter_tags text[] DEFAULT NULL::text[], filter_folder_id uuid DEFAULT NULL::uuid, filter_kind text DEFAULT NULL::text, filter_tenant_id uuid DEFAULT NULL::uuid)
   returns TABLE(id uuid, title text, kind text, content jsonb, tags text[], folder_id uuid, scope text, updated_at timestamp with time zone, meta jsonb, source_connection_id uuid, source_external_id text, similarity double precision), plpgsql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
+function public.spawn_due_task_instances()
+  returns integer, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; service_role: EXECUTE
 function public.spawn_routine_schedule_items()
   returns integer, plpgsql VOLATILE SET search_path="", owner postgres

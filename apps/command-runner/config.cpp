@@ -2,7 +2,9 @@
 // runtime mode names including the original product's aliases.
 #include "config.hpp"
 
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "awp/core/error.hpp"
@@ -37,6 +39,24 @@ std::string normalize_api_url(std::string given) {
     return url;
 }
 
+std::string default_scripts_dir() {
+    // Installed (cmake --install, the .deb, the image): <prefix>/share/awp/runtime beside
+    // <prefix>/bin; run from a build tree (scripts/run-stack.sh): the source tree's scripts.
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (!ec) {
+        const auto installed = exe.parent_path() / ".." / "share" / "awp" / "runtime";
+        if (std::filesystem::is_directory(installed / "", ec)) {
+            return std::filesystem::weakly_canonical(installed, ec).string();
+        }
+    }
+#ifdef AWP_SOURCE_RUNTIME_SCRIPTS
+    if (std::filesystem::is_directory(AWP_SOURCE_RUNTIME_SCRIPTS, ec))
+        return AWP_SOURCE_RUNTIME_SCRIPTS;
+#endif
+    return "/usr/local/share/awp/runtime";
+}
+
 runner_config default_config() {
     runner_config cfg;
     const char* home_env = std::getenv("HOME");
@@ -44,7 +64,7 @@ runner_config default_config() {
     cfg.runtime_home = home + "/.openclaw";
     cfg.secrets_dir = cfg.runtime_home + "/secrets";
     cfg.state_dir = home + "/.local/state/awp";
-    cfg.scripts_dir = "/usr/local/lib/awp/runtime";
+    cfg.scripts_dir = default_scripts_dir();
     cfg.repo_dir = home + "/awp";
     return cfg;
 }
@@ -120,6 +140,11 @@ void add_options(core::daemon::cli& cli, runner_config& cfg, core::daemon::commo
                    "Git repository the templates are published to, a branch template/<name> each "
                    "(default: <OPENCLAW_STATE_DIR>/awp-templates.git)")
         ->envname("AWP_TEMPLATES_REPO");
+    app.add_option("--templates-source", cfg.templates_source,
+                   "Where more templates come from (docs/command-runner.md, \"Templates\"): a git "
+                   "repository (path or URL, optionally git+<url>) with template/<name> branches "
+                   "or a templates/<name> folder each, or a folder of template folders")
+        ->envname("AWP_TEMPLATES_SOURCE");
     app.add_option("--host-ops-dir", cfg.host_ops_dir,
                    "Request folder of the host's awp-host-ops helper (systemd units): "
                    "service_manager restarts and updates go through it")
@@ -166,6 +191,16 @@ std::optional<int> finish_config(runner_config& cfg, const core::daemon::common_
         // Fails early on a malformed HOSTED_SECRETS_KEY.
         (void)secrets_key(cfg.hosted_secrets_key, cfg.service_role_key);
         (void)http::outbound_policy(cfg.outbound_allow, {});  // names a bad entry
+        // Handed to git as a repository: never an option, never a control character.
+        const auto& src = cfg.templates_source;
+        if (!src.empty() && (src.front() == '-' || src.size() > 2048 ||
+                             std::any_of(src.begin(), src.end(), [](char c) {
+                                 return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+                             }))) {
+            throw core::config_error(
+                "AWP_TEMPLATES_SOURCE must be a repository path or URL, or a folder (not an "
+                "option, no control characters, at most 2048 bytes)");
+        }
         cfg.agent_user = core::identity::agent_user(args.agent_user);
         if (cfg.agent_user) {
             core::identity::check_layout(

@@ -65,6 +65,12 @@ struct runner_config {
     /// template/<name> each, a commit per change) and the agents' workspaces track; default
     /// <OPENCLAW_STATE_DIR>/awp-templates.git (the agent user's, who runs the scripts).
     std::string templates_repo;
+    /// AWP_TEMPLATES_SOURCE: more templates, published with the folder's on every provision
+    /// and update (a name it has wins over the folder's): a git repository (a path or URL,
+    /// optionally git+<url>) with template/<name> branches, or whose default branch keeps a
+    /// templates/<name> folder each (the product's layout, templates/_shared under each); or a
+    /// local folder of template folders (or with a templates/ folder of them). "" = none.
+    std::string templates_source;
     std::string scripts() const { return scripts_dir.empty() ? std::string(".") : scripts_dir; }
     std::string templates() const {
         return templates_dir.empty() ? scripts() + "/../templates" : templates_dir;
@@ -101,6 +107,11 @@ struct option_text {
     std::string mode = "container";  // RUNTIME_MODE
     std::string agent_user;          // AGENT_USER
 };
+
+/// Where the agent scripts are when AWP_RUNTIME_SCRIPTS does not say: <exe>/../share/awp/runtime
+/// when installed, else the source tree's deploy/runtime (a build tree), else
+/// /usr/local/share/awp/runtime. The templates default to templates/ beside them.
+std::string default_scripts_dir();
 
 /// The defaults that depend on $HOME (runtime state, secrets, state and checkout folders).
 runner_config default_config();

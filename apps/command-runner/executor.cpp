@@ -40,6 +40,26 @@ std::string read_text(const std::string& path) {
 
 command_outcome lost() { return command_outcome::of(command_outcome::kind::lease_lost); }
 
+/// The template folders of `dir` whose names a provision may give (the rule of template_name,
+/// as deploy/runtime/common.sh publishes them), sorted, comma-separated; "none" when there is
+/// none.
+std::string known_templates(const std::string& dir) {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        if (!e.is_directory(ec)) continue;
+        const auto name = e.path().filename().string();
+        try {
+            if (template_name(name) == name) names.push_back(name);
+        } catch (const core::error&) {  // _shared, hidden folders, unsafe names
+        }
+    }
+    std::sort(names.begin(), names.end());
+    std::string out;
+    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out.empty() ? "none" : out;
+}
+
 }  // namespace
 
 proc::spawn_options child_options(const runner_config& cfg, const std::string& gateway_slug,
@@ -56,6 +76,7 @@ proc::spawn_options child_options(const runner_config& cfg, const std::string& g
     // The agent scripts publish the templates and keep the workspaces on their branches.
     o.env["AWP_TEMPLATES_DIR"] = cfg.templates();
     o.env["AWP_TEMPLATES_REPO"] = cfg.template_repo();
+    if (!cfg.templates_source.empty()) o.env["AWP_TEMPLATES_SOURCE"] = cfg.templates_source;
     if (!cfg.host_ops_dir.empty()) o.env["AWP_HOST_OPS_DIR"] = cfg.host_ops_dir;
     o.env["AWP_GATEWAY"] = gateway_slug;
     // The runner's own credentials never reach a child: an allowlisted environment.
@@ -213,11 +234,12 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
     const std::string channel = p.fields.at("channel");
     const std::string workspace = cfg_.workspace(slug);
     std::optional<std::string> template_name = field(p, "source_template");
-    if (template_name) {
-        const std::string dir = cfg_.templates() + "/" + *template_name;
-        if (!std::filesystem::is_directory(dir))
-            return "provision: template \"" + *template_name +
-                   "\" does not exist on this gateway (" + dir + ")";
+    if (template_name && cfg_.templates_source.empty() &&
+        !std::filesystem::is_directory(cfg_.templates() + "/" + *template_name)) {
+        // Without a template source the folder is every template: no process, no git.
+        return "provision: template \"" + *template_name +
+               "\" does not exist on this gateway; known templates: " +
+               known_templates(cfg_.templates()) + " (templates folder " + cfg_.templates() + ")";
     }
     std::string token_file;
     if (channel != "none") {
@@ -242,6 +264,12 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
         } catch (const std::exception& e) {
             return std::string("provision: cannot write the channel token file: ") + e.what();
         }
+    }
+    if (template_name && !cfg_.templates_source.empty()) {
+        // With a template source the names are known once it is read: the templates published,
+        // then looked up (deploy/runtime/templates.sh), before the runtime is called.
+        p.steps.push_back(
+            {{cfg_.scripts() + "/templates.sh", "require", *template_name}, std::nullopt});
     }
     add(rt.add_agent(id, workspace, field(p, "model")));
     if (auto c = rt.set_identity(id, field(p, "name"), field(p, "emoji"))) add(std::move(*c));

@@ -128,6 +128,7 @@ net::awaitable<tick_counts> service::run_tick(std::int64_t n) {
     };
     const step steps[] = {
         {"spawn_routine_schedule_items", "SELECT public.spawn_routine_schedule_items()"},
+        {"spawn_due_task_instances", "SELECT public.spawn_due_task_instances()"},
         {"escalate_overdue_tasks", "SELECT public.escalate_overdue_tasks()"},
         {"reap_expired_leases",
          "SELECT commands_requeued, commands_failed, inbox_retried, inbox_dead_lettered, "
@@ -157,6 +158,8 @@ net::awaitable<tick_counts> service::run_tick(std::int64_t n) {
         const std::string_view name = s.name;
         if (name == "spawn_routine_schedule_items") {
             out.routine_items = r.get_optional<int>(0, 0).value_or(0);
+        } else if (name == "spawn_due_task_instances") {
+            out.task_instances = r.get_optional<int>(0, 0).value_or(0);
         } else if (name == "escalate_overdue_tasks") {
             out.overdue_missed = r.get_optional<int>(0, 0).value_or(0);
         } else {
@@ -226,6 +229,7 @@ net::awaitable<void> service::run() {
                                {"catch_up", first},
                                {"routine_items", counts.routine_items},
                                {"overdue_missed", counts.overdue_missed},
+                               {"task_instances", counts.task_instances},
                                {"commands_requeued", counts.commands_requeued},
                                {"commands_failed", counts.commands_failed},
                                {"inbox_retried", counts.inbox_retried},

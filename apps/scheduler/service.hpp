@@ -1,6 +1,6 @@
 // awp-scheduler's service: on every tick boundary (a minute by default) one scheduler of all
-// those running claims the tick and runs spawn_routine_schedule_items(), the overdue
-// escalation and the reaping of expired leases, then logs the counts.
+// those running claims the tick and runs spawn_routine_schedule_items(), the spawn of recurring
+// tasks, the overdue escalation and the reaping of expired leases, then logs the counts.
 #pragma once
 
 #include <chrono>
@@ -43,6 +43,7 @@ struct tick_counts {
     bool ran = false;       // false: another scheduler had it
     int routine_items = 0;
     int overdue_missed = 0;
+    int task_instances = 0;  // recurring tasks spawned (spawn_due_task_instances)
     int commands_requeued = 0;
     int commands_failed = 0;
     int inbox_retried = 0;

@@ -14,7 +14,7 @@ ws="$WORKSPACES/workspace-$slug"
 [[ -d $ws ]] || die "agent $slug has no workspace on this gateway ($ws)"
 publish_templates
 git_ --git-dir="$TEMPLATES_REPO" rev-parse -q --verify "refs/heads/$branch" >/dev/null \
-  || die "template ${branch#template/} is not in $TEMPLATES (published to $TEMPLATES_REPO)"
+  || die "template ${branch#template/} does not exist on this gateway; known templates: $(known_templates | paste -sd ' ' -)"
 [[ -e $ws/.git ]] || git_ -C "$ws" init -q
 if git_ -C "$ws" remote get-url "$TEMPLATE_REMOTE" >/dev/null 2>&1; then
   git_ -C "$ws" remote set-url "$TEMPLATE_REMOTE" "$TEMPLATES_REPO"

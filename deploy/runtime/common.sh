@@ -13,6 +13,12 @@ WORKSPACES=${AWP_WORKSPACES_DIR:-$RUNTIME_HOME}
 # template/<name> each, a new commit whenever a folder changed (docs/runtime.md, "Templates").
 TEMPLATES=${AWP_TEMPLATES_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/templates}
 TEMPLATES_REPO=${AWP_TEMPLATES_REPO:-$RUNTIME_HOME/awp-templates.git}
+# More templates from elsewhere (docs/command-runner.md, "Templates"): a git repository (a path
+# or URL, git+<url> as the product writes it) with template/<name> branches, or whose default
+# branch keeps templates/<name> folders (templates/_shared layered under each, as the product
+# does); or a local folder of template folders (or one with a templates/ folder of them). A
+# name the source has wins over the folder's.
+TEMPLATES_SOURCE=${AWP_TEMPLATES_SOURCE:-}
 # The remote every templated workspace has, and the branch of the agent's own files.
 TEMPLATE_REMOTE=awp-template
 
@@ -32,40 +38,113 @@ git_() {
     -c advice.detachedHead=false "$@"
 }
 
-# Publishes every template folder to its branch template/<name> of the templates repository:
-# a commit when the folder's files differ from the branch's last one, none otherwise. The folder
-# is only read (it may be a read-only install); one publisher at a time.
+# Publishes every template to its branch template/<name> of the templates repository: those of
+# TEMPLATES_SOURCE first, then each folder of TEMPLATES the source has no template of. A commit
+# when a template's files differ from its branch's last one, none otherwise; branches are never
+# removed (agents track them). The folders and the source are only read; one publisher at a time.
 publish_templates() {
-  [[ -d $TEMPLATES ]] || return 0
   if [[ ! -d $TEMPLATES_REPO ]]; then
     mkdir -p "$(dirname "$TEMPLATES_REPO")"
     git_ init -q --bare "$TEMPLATES_REPO"
   fi
-  local dir name
   exec 9>>"$TEMPLATES_REPO/awp-publish.lock"
   flock 9
-  for dir in "$TEMPLATES"/*/; do
-    name=$(basename "$dir")
-    template_name_ok "$name" || continue
-    publish_template "$name" "${dir%/}"
-  done
+  local -A from_source=()
+  [[ -n $TEMPLATES_SOURCE ]] && import_source
+  [[ -d $TEMPLATES ]] && publish_folders "$TEMPLATES" skip_sourced
   exec 9>&-
 }
 
+# Publishes each template folder <root>/<name>, with <root>/_shared under it when there is one.
+# With "skip_sourced", a name the source already published is left alone; otherwise each name
+# is remembered as the source's.
+publish_folders() {
+  local root=$1 mode=${2:-} dir name layered
+  for dir in "$root"/*/; do
+    [[ -d $dir ]] || continue
+    name=$(basename "$dir")
+    template_name_ok "$name" || continue
+    if [[ $mode == skip_sourced ]]; then
+      [[ -n ${from_source[$name]:-} ]] && continue
+    else
+      from_source[$name]=1
+    fi
+    if [[ -d $root/_shared ]]; then
+      layered=$(mktemp -d "${TMPDIR:-/tmp}/awp-template.XXXXXX")
+      cp -a "$root/_shared/." "$layered/"
+      cp -a "${dir%/}/." "$layered/"
+      publish_template "$name" "$layered"
+      rm -rf "$layered"
+    else
+      publish_template "$name" "${dir%/}"
+    fi
+  done
+}
+
+# TEMPLATES_SOURCE into the templates repository (see its comment above).
+import_source() {
+  local src=${TEMPLATES_SOURCE#git+} refs ref name tree work bare heads
+  [[ $src == -* ]] && die "AWP_TEMPLATES_SOURCE must not start with '-': $src"
+  # A local folder that is no repository of its own, or a checkout without template branches:
+  # its files as they are.
+  if [[ -d $src ]]; then
+    bare=$(git_ -C "$src" rev-parse --is-bare-repository 2>/dev/null || true)
+    heads=$(git_ ls-remote --heads "$src" 'template/*' 2>/dev/null || true)
+    if [[ $bare != true && -z $heads ]]; then
+      if [[ -d $src/templates ]]; then publish_folders "$src/templates"; else publish_folders "$src"; fi
+      return 0
+    fi
+  fi
+  refs=$(git_ ls-remote --heads "$src" 'template/*' 2>&1) \
+    || die "cannot read the template source $src: $(grep -m1 '^fatal:' <<<"$refs" || tail -n 1 <<<"$refs")"
+  if [[ -n $refs ]]; then
+    git_ --git-dir="$TEMPLATES_REPO" fetch -q --no-tags --prune "$src" \
+      '+refs/heads/template/*:refs/awp-source/template/*' \
+      || die "cannot fetch the template branches of $src"
+    while IFS= read -r ref; do
+      name=${ref#refs/awp-source/template/}
+      template_name_ok "$name" || continue
+      tree=$(git_ --git-dir="$TEMPLATES_REPO" rev-parse "$ref^{tree}")
+      from_source[$name]=1
+      publish_tree "$name" "$tree" "$src"
+    done < <(git_ --git-dir="$TEMPLATES_REPO" for-each-ref --format='%(refname)' 'refs/awp-source/template/')
+    return 0
+  fi
+  # No template branches: the default branch's templates/ folder (or its top folders).
+  git_ --git-dir="$TEMPLATES_REPO" fetch -q --no-tags --depth 1 "$src" '+HEAD:refs/awp-source/head' \
+    || die "cannot fetch the default branch of $src"
+  work=$(mktemp -d "${TMPDIR:-/tmp}/awp-template-source.XXXXXX")
+  git_ --git-dir="$TEMPLATES_REPO" archive refs/awp-source/head | tar -x -C "$work"
+  if [[ -d $work/templates ]]; then publish_folders "$work/templates"; else publish_folders "$work"; fi
+  rm -rf "$work"
+}
+
 publish_template() {
-  local name=$1 dir=$2 ref="refs/heads/template/$1" index tree old parent=() commit
+  local name=$1 dir=$2 index tree
   index=$(mktemp -u "${TMPDIR:-/tmp}/awp-template-index.XXXXXX")
   tree=$(export GIT_DIR=$TEMPLATES_REPO GIT_WORK_TREE=$dir GIT_INDEX_FILE=$index
          git_ add -A -- . && git_ write-tree)
   rm -f "$index"
+  publish_tree "$name" "$tree" "$dir"
+}
+
+# A commit of <tree> on template/<name> when it differs from the branch's last one.
+publish_tree() {
+  local name=$1 tree=$2 from=$3 ref="refs/heads/template/$1" old parent=() commit
   old=$(git_ --git-dir="$TEMPLATES_REPO" rev-parse -q --verify "$ref" 2>/dev/null || true)
   if [[ -n $old ]]; then
     [[ $(git_ --git-dir="$TEMPLATES_REPO" rev-parse "$old^{tree}") == "$tree" ]] && return 0
     parent=(-p "$old")
   fi
   commit=$(git_ --git-dir="$TEMPLATES_REPO" commit-tree "$tree" "${parent[@]}" \
-             -m "template $name: published from $dir")
+             -m "template $name: published from $from")
   git_ --git-dir="$TEMPLATES_REPO" update-ref "$ref" "$commit" "$old"
+}
+
+# The templates this gateway knows (its repository's template/<name> branches), one a line.
+known_templates() {
+  git_ --git-dir="$TEMPLATES_REPO" for-each-ref --format='%(refname:lstrip=3)' 'refs/heads/template/' \
+    2>/dev/null | sort
 }
 
 # Brings one workspace to its branch's newest version: the template's (or any upstream's) new

@@ -43,8 +43,8 @@ BEGIN
   VALUES (NEW.id, 'authenticated', 'authenticated', NEW.email, NULL, NEW.created_at,
           NEW.created_at, NEW.last_login_at,
           public.awp_user_app_metadata(NEW.tenant_id, NEW.is_operator), NEW.user_metadata,
-          CASE WHEN NEW.disabled THEN 'infinity'::timestamptz END, false, NEW.created_at,
-          NEW.updated_at)
+          CASE WHEN NEW.disabled THEN 'infinity'::timestamptz ELSE NEW.banned_until END, false,
+          NEW.created_at, NEW.updated_at)
   ON CONFLICT (id) DO UPDATE SET
     email = EXCLUDED.email,
     last_sign_in_at = EXCLUDED.last_sign_in_at,
@@ -56,3 +56,18 @@ BEGIN
 END
 $$;
 REVOKE ALL ON FUNCTION public.awp_auth_users_sync() FROM PUBLIC, anon, authenticated;
+
+-- A user being removed (DELETE FROM app_users, whoever runs it) is signed out of every session
+-- first, in the same transaction: the sessions stay, signed out, so every gateway (also one
+-- started later) refuses their access tokens until those expire (sql/0039).
+CREATE OR REPLACE FUNCTION public.awp_app_users_end_sessions() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = ''
+AS $$
+BEGIN
+  UPDATE public.app_sessions SET revoked_at = pg_catalog.now(), revoked_reason = 'user_deleted'
+   WHERE user_id = OLD.id AND revoked_at IS NULL;
+  RETURN OLD;
+END
+$$;
+REVOKE ALL ON FUNCTION public.awp_app_users_end_sessions() FROM PUBLIC, anon, authenticated;

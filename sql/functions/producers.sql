@@ -54,8 +54,27 @@ END
 $$;
 REVOKE ALL ON FUNCTION public.awp_enqueue_task_assignment() FROM PUBLIC, anon, authenticated;
 
--- A comment mentioning agents (the mentions array, as slugs with or without "@" or as agent
--- ids, plus @slug words in the body), except its own author. Key: comment_mention:<comment>:<agent>.
+-- The agents of a tenant a comment mentions: the mentions array (slugs with or without "@", or
+-- agent ids) and @slug words in the body, case-insensitive, except its author. One grammar for
+-- task_comments and the product's comments.
+CREATE OR REPLACE FUNCTION public.awp_mentioned_agents(p_tenant_id uuid, p_mentions text[], p_body text,
+                                                       p_author uuid)
+RETURNS TABLE (id uuid, slug text)
+LANGUAGE sql STABLE
+SET search_path = ''
+AS $$
+  WITH named AS (
+    SELECT lower(ltrim(btrim(m), '@')) AS name FROM unnest(p_mentions) AS m
+    UNION
+    SELECT lower(x[1]) FROM regexp_matches(coalesce(p_body, ''), '(?:^|[^A-Za-z0-9._-])@([A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]|[A-Za-z0-9])', 'g') AS x)
+  SELECT DISTINCT ag.id, ag.slug FROM public.agents ag JOIN named n
+      ON lower(ag.slug) = n.name OR ag.id::text = n.name
+   WHERE ag.tenant_id = p_tenant_id AND ag.id IS DISTINCT FROM p_author
+$$;
+REVOKE ALL ON FUNCTION public.awp_mentioned_agents(uuid, text[], text, uuid) FROM PUBLIC, anon, authenticated;
+
+-- A comment mentioning agents (awp_mentioned_agents), except its own author.
+-- Key: comment_mention:<comment>:<agent>.
 CREATE OR REPLACE FUNCTION public.awp_enqueue_comment_mentions() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = ''
@@ -65,14 +84,7 @@ DECLARE
   a record;
 BEGIN
   SELECT * INTO v_task FROM public.tasks t WHERE t.id = NEW.task_id;
-  FOR a IN
-    WITH named AS (
-      SELECT lower(ltrim(btrim(m), '@')) AS name FROM unnest(NEW.mentions) AS m
-      UNION
-      SELECT lower(x[1]) FROM regexp_matches(NEW.body, '(?:^|[^A-Za-z0-9._-])@([A-Za-z0-9][A-Za-z0-9._-]*[A-Za-z0-9]|[A-Za-z0-9])', 'g') AS x)
-    SELECT DISTINCT ag.id, ag.slug FROM public.agents ag JOIN named n
-        ON lower(ag.slug) = n.name OR ag.id::text = n.name
-     WHERE ag.tenant_id = NEW.tenant_id AND ag.id IS DISTINCT FROM NEW.actor_agent_id
+  FOR a IN SELECT * FROM public.awp_mentioned_agents(NEW.tenant_id, NEW.mentions, NEW.body, NEW.actor_agent_id)
   LOOP
     PERFORM public.awp_enqueue_inbox_item(
       NEW.tenant_id, a.id, 'task_comment_mention', 'comment_mention:' || NEW.id || ':' || a.id,
@@ -192,11 +204,25 @@ END
 $$;
 REVOKE ALL ON FUNCTION public.awp_enqueue_deliverable_review() FROM PUBLIC, anon, authenticated;
 
--- Called by the scheduler: every open, unarchived task past its due time (due_at, else
--- due_date) becomes missed; its agent gets a task_assignment item marked overdue (the spec has
--- no overdue event type), and that agent's manager (reports_to) an escalation item.
--- Keys: overdue:<task>:<due epoch>, overdue_escalation:<task>:<manager>:<due epoch>.
--- Returns the number of tasks marked missed.
+-- A task's deadline: due_at, the instant; else the end of due_date's day (UTC). due_date is a
+-- calendar day to the original product's UI (its date picker sends "2026-03-06", midnight) and to
+-- its escalation (missed once due_date < the current date), so a task due on a day is not missed
+-- before that day has passed, and a recurring task spawned at its occurrence is not missed at once.
+CREATE OR REPLACE FUNCTION public.awp_task_deadline(p_due_at timestamptz, p_due_date timestamptz)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = ''
+AS $$
+  SELECT coalesce(p_due_at, (date_trunc('day', p_due_date AT TIME ZONE 'UTC') + interval '1 day') AT TIME ZONE 'UTC')
+$$;
+REVOKE ALL ON FUNCTION public.awp_task_deadline(timestamptz, timestamptz) FROM PUBLIC, anon;
+GRANT EXECUTE ON FUNCTION public.awp_task_deadline(timestamptz, timestamptz) TO authenticated, service_role;
+
+-- Called by the scheduler: every open, unarchived task past its deadline (awp_task_deadline:
+-- due_at, else the end of due_date's day) becomes missed; its agent gets a task_assignment item
+-- marked overdue (the spec has no overdue event type), and that agent's manager (reports_to) an
+-- escalation item. Keys: overdue:<task>:<due epoch>, overdue_escalation:<task>:<manager>:<due
+-- epoch>. Returns the number of tasks marked missed.
 CREATE OR REPLACE FUNCTION public.escalate_overdue_tasks() RETURNS integer
 LANGUAGE plpgsql
 SET search_path = ''
@@ -211,11 +237,12 @@ BEGIN
     WITH due AS (
       SELECT q.id FROM public.tasks q
        WHERE q.status IN ('todo', 'in_progress', 'blocked') AND q.archived_at IS NULL
-         AND coalesce(q.due_at, q.due_date) < now()
-       ORDER BY coalesce(q.due_at, q.due_date)
+         AND public.awp_task_deadline(q.due_at, q.due_date) < now()
+       ORDER BY public.awp_task_deadline(q.due_at, q.due_date)
        FOR UPDATE SKIP LOCKED)
     UPDATE public.tasks u SET status = 'missed' FROM due WHERE u.id = due.id
-    RETURNING u.id, u.tenant_id, u.title, u.assignee_agent_id, coalesce(u.due_at, u.due_date) AS due
+    RETURNING u.id, u.tenant_id, u.title, u.assignee_agent_id,
+              public.awp_task_deadline(u.due_at, u.due_date) AS due
   LOOP
     v_count := v_count + 1;
     CONTINUE WHEN t.assignee_agent_id IS NULL;

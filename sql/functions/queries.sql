@@ -90,11 +90,12 @@ GRANT EXECUTE ON FUNCTION public.get_task_relations(uuid) TO authenticated, awp_
 
 -- The agent's LLM usage per UTC day from p_start_date to p_end_date inclusive (defaults: the
 -- last 30 days up to today), one row per day, days without usage as zeros. At most 366 days.
--- RLS applies. AW003 when the agent is not visible; AW004 for a bad range.
+-- spend_usd and tokens are the original product's names of cost_usd and total_tokens (its UI
+-- charts them). RLS applies. AW003 when the agent is not visible; AW004 for a bad range.
 CREATE OR REPLACE FUNCTION public.get_agent_daily_usage(p_agent_id uuid, p_start_date date DEFAULT NULL,
                                              p_end_date date DEFAULT NULL)
 RETURNS TABLE (day date, input_tokens bigint, output_tokens bigint, total_tokens bigint,
-               cost_usd numeric, calls bigint)
+               cost_usd numeric, calls bigint, spend_usd numeric, tokens bigint)
 LANGUAGE plpgsql STABLE
 SET search_path = ''
 AS $$
@@ -123,7 +124,8 @@ BEGIN
        AND u.created_at < ((v_end + 1)::timestamp AT TIME ZONE 'UTC')
      GROUP BY 1)
   SELECT s.d::date, coalesce(used.i, 0), coalesce(used.o, 0), coalesce(used.i, 0) + coalesce(used.o, 0),
-         coalesce(used.c, 0), coalesce(used.n, 0)
+         coalesce(used.c, 0), coalesce(used.n, 0), coalesce(used.c, 0),
+         coalesce(used.i, 0) + coalesce(used.o, 0)
     FROM generate_series(v_start, v_end, interval '1 day') AS s(d)
     LEFT JOIN used ON used.d = s.d::date
    ORDER BY 1;

@@ -5,44 +5,9 @@
 // DELETE with the key only, two tenants that never see each other's rows, a refreshed token.
 import { test, before, after } from 'node:test'
 import assert from 'node:assert/strict'
-import { env, ids, psql, signedIn } from './lib/world.mjs'
+import { ids, psql, signedIn } from './lib/world.mjs'
+import { quiet, streaming, subscribe, until } from './lib/realtime.mjs'
 
-// The capture reads the slot from the moment it streams: nothing committed before is sent.
-async function streaming() {
-  for (let i = 0; i < 200; i++) {
-    const res = await fetch(`${env.base}/api/health`)
-    const body = await res.json()
-    if (body.realtime?.capture?.state === 'streaming') return
-    await new Promise((r) => setTimeout(r, 100))
-  }
-  throw new Error('the realtime capture never streamed')
-}
-
-// Subscribes and resolves once the server answered SUBSCRIBED; events go to `events`.
-function subscribe(supabase, name, bindings) {
-  const events = []
-  let channel = supabase.channel(name)
-  for (const b of bindings) channel = channel.on('postgres_changes', b, (p) => events.push(p))
-  return new Promise((resolve, reject) => {
-    channel.subscribe((status, err) => {
-      if (status === 'SUBSCRIBED') resolve({ channel, events })
-      else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') {
-        reject(new Error(`${status}: ${err?.message}`))
-      }
-    })
-  })
-}
-
-async function until(pred, what, ms = 5000) {
-  const end = Date.now() + ms
-  while (Date.now() < end) {
-    if (pred()) return
-    await new Promise((r) => setTimeout(r, 20))
-  }
-  throw new Error(`timed out waiting for ${what}`)
-}
-
-const quiet = (ms) => new Promise((r) => setTimeout(r, ms))
 let clients = []
 // The commands these tests make, removed after them: the suite's files share the seeded
 // database and others count what each tenant has.

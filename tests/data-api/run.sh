@@ -82,10 +82,13 @@ pids+=($!)
 # The gateway as scripts/run-stack.sh runs it: awp_api's login, its own secrets, no public URL
 # set (so GET /api/config answers the address the request came to). The tests get the JWT
 # secret to forge tokens the gateway must refuse (expired, an unknown role).
-export AWP_DATA_API_JWT_SECRET
+# The service-role key is the admin API's credential (admin.test.mjs), as the product's
+# onboarding is given it.
+export AWP_DATA_API_JWT_SECRET AWP_DATA_API_SERVICE_ROLE_KEY
 AWP_DATA_API_JWT_SECRET=$(openssl rand -hex 32)
+AWP_DATA_API_SERVICE_ROLE_KEY=$(openssl rand -hex 32)
 env -i PATH=/usr/bin:/bin HOME="$scratch" \
-  JWT_SECRET="$AWP_DATA_API_JWT_SECRET" SERVICE_ROLE_KEY="$(openssl rand -hex 32)" \
+  JWT_SECRET="$AWP_DATA_API_JWT_SECRET" SERVICE_ROLE_KEY="$AWP_DATA_API_SERVICE_ROLE_KEY" \
   AWP_API_DATABASE_URL="postgresql://awp_api:$AWP_PG_API_PASSWORD@$host/$db" \
   REALTIME_DATABASE_URL="postgresql://awp_realtime:$AWP_PG_REALTIME_PASSWORD@$host/$db" \
   REALTIME_SLOT="$slot" \

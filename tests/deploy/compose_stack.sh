@@ -102,6 +102,11 @@ for name, s in services.items():
 runner_env = {k: str(v) for k, v in (services["awp-command-runner"].get("environment") or {}).items()}
 if runner_env.get("SECRETS_DIR", "").startswith(runner_env.get("OPENCLAW_STATE_DIR", "/nonexistent")):
     bad("the runner's secrets are inside the agent user's runtime state")
+# Provision finds its templates: the image's scripts and templates (deploy/docker/Dockerfile's
+# install layout), and the operator's template source passed on.
+for k, v in (("AWP_RUNTIME_SCRIPTS", "/usr/share/awp/runtime"), ("AWP_TEMPLATES_DIR", "/usr/share/awp/templates")):
+    if runner_env.get(k) != v: bad(f"awp-command-runner: {k} is {runner_env.get(k)!r}, not {v}")
+if "AWP_TEMPLATES_SOURCE" not in runner_env: bad("awp-command-runner: AWP_TEMPLATES_SOURCE is not passed on")
 # OAuth logins: the runtime's callback listens on 127.0.0.1:1455 inside the runner's container,
 # which no browser reaches (a published port forwards to the container's address, not its
 # loopback). NETWORKING_MODE=local would report autoCallback: true for a redirect that never

@@ -100,6 +100,17 @@ has "$units/system/awp-command-runner.service" "StateDirectory=awp awp/command-r
 has "$units/user/awp-command-runner.service" "ReadWritePaths=-%h/.openclaw"
 has "$units/user/awp-inbox-dispatcher.service" "ReadWritePaths=-%h/.openclaw"
 has "$units/system/awp-command-runner.service" "Environment=RUNTIME_MODE=service_manager"
+# Provision finds its templates: the scripts and the templates of this install, both real folders
+# (rendered with --datadir <source>/deploy here), the scripts' template check among them.
+for mode in system user; do
+  f=$units/$mode/awp-command-runner.service
+  has "$f" "Environment=AWP_RUNTIME_SCRIPTS=$src/deploy/runtime"
+  has "$f" "Environment=AWP_TEMPLATES_DIR=$src/deploy/templates"
+done
+[[ -x $src/deploy/runtime/templates.sh ]] || bad "deploy/runtime/templates.sh (provision's template check) is missing"
+ls -d "$src"/deploy/templates/*/ >/dev/null 2>&1 || bad "deploy/templates has no template"
+grep -qx '#AWP_TEMPLATES_SOURCE=.*' "$src/deploy/systemd/awp.env.example" \
+  || bad "awp.env.example does not show AWP_TEMPLATES_SOURCE"
 
 # The runner's service_manager mode without the helper runs `systemctl --user restart
 # awp-inbox-dispatcher`.

@@ -625,3 +625,99 @@ TEST_CASE(
     runner.signal(SIGTERM);
     CHECK(runner.wait(30s) == std::optional<int>(0));
 }
+
+TEST_CASE(
+    "real runtime: provision from the template repository an operator points at "
+    "(AWP_TEMPLATES_SOURCE: the product's layout, templates/<name> over templates/_shared) "
+    "reaches ready under the product's names, an unknown name fails listing the known ones, a "
+    "traversal name is refused",
+    "[runtime][e2e]") {
+    if (!real_runtime()) {
+        WARN("AWP_OPENCLAW is not set: skipped");
+        return;
+    }
+    real_stack s;
+    // A repository of awp's own small templates under the names the product's UI offers, laid
+    // out as the product keeps them (never the product's files).
+    const fs::path src = s.root / "template-library";
+    const std::vector<std::string> names = {"crm-researcher", "ghostwriter",       "chief-of-staff",
+                                            "assistant",      "cofounder",         "cmo",
+                                            "analytics",      "market-researcher", "designer"};
+    write_text(src / "templates" / "_shared" / "AGENTS.md", "# Shared\nReport every evening.\n");
+    write_text(src / "templates" / "README.md", "not a template\n");
+    for (const auto& n : names) {
+        write_text(src / "templates" / n / "IDENTITY.md", "# " + n + "\nThe " + n + " agent.\n");
+        write_text(src / "templates" / n / "agent.json", R"({"slug":")" + n +
+                                                             R"("})"
+                                                             "\n");
+    }
+    git_in(src, {"init", "-q", "-b", "main"});
+    git_in(src, {"add", "-A"});
+    git_in(src, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "library"});
+    REQUIRE_FALSE(git_in(src, {"rev-parse", "HEAD"}).empty());
+    // The bare clone is what a server hosts: the runner fetches it by URL.
+    const fs::path bare = s.root / "template-library.git";
+    git_in(s.root, {"clone", "-q", "--bare", src.string(), bare.string()});
+
+    auto env = s.env();
+    env["AWP_TEMPLATES_SOURCE"] = "git+file://" + bare.string();
+    awp::test::child runner({std::string(AWP_BIN_DIR) + "/awp-command-runner"}, env);
+    const auto row = [&] {
+        return one(s.admin,
+                   "SELECT status::text || '|' || coalesce(error, '-') FROM agents WHERE id = $1",
+                   {s.gw.agent_id});
+    };
+
+    // The product's UI writes the agent and a provision naming its roster's template as the
+    // agent's meta.template_branch (apps/ui/src/app/dashboard/agents/actions.ts:650).
+    auto p = s.run("provision", R"({"channel":"none","source_template":"template/crm-researcher"})",
+                   s.gw.agent);
+    INFO(p.error << p.stderr_ << p.stdout_);
+    REQUIRE(p.status == "done");
+    CHECK(row() == "ready|-");
+    const fs::path ws = s.state / ("workspace-" + s.gw.agent);
+    CHECK(slurp(ws / "IDENTITY.md") == "# crm-researcher\nThe crm-researcher agent.\n");
+    CHECK(slurp(ws / "AGENTS.md") == "# Shared\nReport every evening.\n");  // _shared under it
+    CHECK(git_in(ws, {"rev-parse", "--abbrev-ref", "@{u}"}) ==
+          "awp-template/template/crm-researcher");
+    const auto cfg = config_of(s.state);
+    CHECK(agent_entry(cfg, awp::runtime::agent_id(s.gw.agent)) != nullptr);
+
+    // Every name of the roster is known, beside awp's own; README.md and _shared are not.
+    const fs::path repo = s.state / "awp-templates.git";
+    const auto branches =
+        git_in(repo, {"for-each-ref", "--format=%(refname:lstrip=3)", "refs/heads/template/"});
+    for (const auto& n : names)
+        CHECK_THAT(branches, Catch::Contains(n + "\n") || Catch::EndsWith(n));
+    CHECK_THAT(branches, Catch::Contains("engineer"));
+    CHECK_THAT(branches, !Catch::Contains("_shared") && !Catch::Contains("README"));
+
+    // A name nobody has: failed before the runtime is called, naming what there is.
+    auto none =
+        s.run("provision", R"({"channel":"none","source_template":"astrologer"})", s.gw.agent);
+    CHECK(none.status == "failed");
+    CHECK_THAT(none.error, Catch::Contains("template \"astrologer\" does not exist") &&
+                               Catch::Contains("known templates: ") &&
+                               Catch::Contains("crm-researcher") && Catch::Contains("ghostwriter"));
+    CHECK_THAT(row(), Catch::StartsWith("error|") && Catch::Contains("known templates"));
+    // Names that would leave the templates: refused as the command is read.
+    for (const char* bad : {"../../etc", "template/../x", "a/b", "..", "-rf"}) {
+        auto t = s.run("provision",
+                       std::string(R"({"channel":"none","source_template":")") + bad + "\"}",
+                       s.gw.agent);
+        INFO(bad);
+        CHECK(t.status == "failed");
+        CHECK_THAT(t.error, Catch::Contains("source_template"));
+    }
+    // The source's later version reaches the agent through update.
+    write_text(src / "templates" / "crm-researcher" / "IDENTITY.md",
+               "# crm-researcher\nThe crm-researcher agent, second edition.\n");
+    git_in(src, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "v2"});
+    git_in(src, {"push", "-q", bare.string(), "main"});
+    auto u = s.run("update", "{}", s.gw.agent);
+    INFO(u.error << u.stderr_);
+    CHECK(u.status == "done");
+    CHECK_THAT(slurp(ws / "IDENTITY.md"), Catch::Contains("second edition"));
+    runner.signal(SIGTERM);
+    CHECK(runner.wait(30s) == std::optional<int>(0));
+}

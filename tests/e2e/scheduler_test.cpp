@@ -129,11 +129,26 @@ TEST_CASE("a routine due during downtime fires once when the scheduler starts, n
         "interval '1 minute' WHERE id = $1",
         {item});
 
+    // And a recurring task (sql/0037) whose occurrence came due meanwhile.
+    const auto series = one(admin,
+                            "INSERT INTO task_series (tenant_id, title, cadence_type, timezone, "
+                            "assignee_agent_id) VALUES ($1, 'standup', 'daily', 'UTC', $2) "
+                            "RETURNING id",
+                            {kTenant, a});
+    // (Within today, UTC: the task it spawns is due today, so the same tick's escalation leaves
+    // it open.)
+    admin.exec(
+        "UPDATE task_series SET next_occurrence_at = greatest(date_trunc('day', now() AT TIME "
+        "ZONE 'UTC') AT TIME ZONE 'UTC', now() - interval '17 minutes') WHERE id = $1",
+        {series});
+
     auto s = scheduler(db, "60", "s1");
     REQUIRE(s->wait_for_log("\"msg\":\"tick\"", 10s));
     const auto log = s->log();
-    CHECK(log.find("\"catch_up\":true,\"routine_items\":1,\"overdue_missed\":1") !=
-          std::string::npos);
+    CHECK(log.find("\"catch_up\":true,\"routine_items\":1,\"overdue_missed\":1,"
+                   "\"task_instances\":1") != std::string::npos);
+    CHECK(count(admin, "SELECT count(*) FROM tasks WHERE series_id = $1 AND status = 'todo'",
+                {series}) == 1);
     CHECK(log.find("\"inbox_retried\":1") != std::string::npos);
     CHECK(count(admin, "SELECT count(*) FROM agent_inbox_items WHERE routine_id = $1", {r}) == 1);
     CHECK(one(admin, "SELECT next_run_at > now() FROM routines WHERE id = $1", {r}) == "t");

@@ -36,8 +36,9 @@ TEST_CASE(
     // Tables of the platform and of the tenant's users: no privilege at all.
     for (const char* table :
          {"app_users", "gateway_registration_tokens", "workspace", "contacts", "routines",
-          "collections", "collection_records", "knowledge_folders", "plugins", "task_comments",
-          "work_products", "agent_usage", "knowledge_item_versions"}) {
+          "collection_definitions", "collection_records", "audit_log", "notifications",
+          "task_series", "streams", "organizations", "agent_budgets", "knowledge_folders",
+          "plugins", "task_comments", "work_products", "agent_usage", "knowledge_item_versions"}) {
         INFO(table);
         CHECK(sqlstate_of([&] { gw.exec(std::string("SELECT 1 FROM ") + table + " LIMIT 1"); }) ==
               "42501");

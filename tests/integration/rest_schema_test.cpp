@@ -312,7 +312,7 @@ TEST_CASE("the catalog statement describes a scratch schema to an unprivileged l
         CHECK(k.find("at")->type == "timestamp with time zone");
     }
 
-    SECTION("composite keys embed both ways, and a column hint needs a one-column key") {
+    SECTION("composite keys embed both ways, and a column hint names a tenant key by its column") {
         auto r = sc.find_relationship(tasks, "agents", "");
         CHECK(r.card == cardinality::many_to_one);
         CHECK(r.constraint == "tasks_tenant_id_assignee_agent_id_fkey");
@@ -321,9 +321,12 @@ TEST_CASE("the catalog statement describes a scratch schema to an unprivileged l
                   .constraint == "tasks_tenant_id_assignee_agent_id_fkey");
         CHECK(sc.find_relationship(agents, "tasks", "").card == cardinality::one_to_many);
         CHECK(sc.find_relationship(tasks, "tenants", "").constraint == "tasks_tenant_id_fkey");
-        CHECK(error_of([&] {
-                  (void)sc.find_relationship(tasks, "agents", "assignee_agent_id");
-              }).code() == "PGRST200");
+        // (tenant_id, assignee_agent_id): named by assignee_agent_id, as a UI written for
+        // single-column keys names it; tenant_id names none of the keys it is in.
+        CHECK(sc.find_relationship(tasks, "agents", "assignee_agent_id").constraint ==
+              "tasks_tenant_id_assignee_agent_id_fkey");
+        CHECK(error_of([&] { (void)sc.find_relationship(tasks, "agents", "tenant_id"); }).code() ==
+              "PGRST200");
     }
 
     SECTION("one-to-one by primary key and by unique column") {
@@ -538,7 +541,7 @@ TEST_CASE("awp's own schema: the UI's embeds of tasks and agents resolve", "[res
     CHECK(sc.find_relationship({"public", "agent_inbox_items"}, "contacts",
                                "agent_inbox_items_contact_id_fkey")
               .is_to_one());
-    CHECK(sc.find_relationship({"public", "collection_records"}, "collections",
+    CHECK(sc.find_relationship({"public", "collection_records"}, "collection_definitions",
                                "collection_records_collection_id_fkey")
               .is_to_one());
 }

@@ -227,7 +227,7 @@ TEST_CASE("the composite tenant foreign keys carry the names PostgREST embed hin
           hint{"agent_inbox_items_agent_id_fkey", "agent_inbox_items", "agent_id", "agents"},
           hint{"agent_inbox_items_contact_id_fkey", "agent_inbox_items", "contact_id", "contacts"},
           hint{"collection_records_collection_id_fkey", "collection_records", "collection_id",
-               "collections"},
+               "collection_definitions"},
           hint{"gateway_registration_tokens_consumed_by_gateway_id_fkey",
                "gateway_registration_tokens", "consumed_by_gateway_id", "gateways"}}) {
         INFO(h.name);

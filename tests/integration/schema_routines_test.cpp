@@ -230,8 +230,9 @@ TEST_CASE("event routines fire once per change on tasks, contacts, knowledge ite
     CHECK(items(any) == 0);
     api.exec("UPDATE knowledge_items SET title = 'New' WHERE id = $1", {ki});
     CHECK(items(any) == 1);
-    auto coll =
-        one(api, "INSERT INTO collections (slug, name) VALUES ('deals', 'Deals') RETURNING id");
+    auto coll = one(
+        api,
+        "INSERT INTO collection_definitions (slug, name) VALUES ('deals', 'Deals') RETURNING id");
     auto rec = one(api,
                    "INSERT INTO collection_records (collection_id, \"values\") VALUES ($1, "
                    "'{\"stage\":\"lead\"}') RETURNING id",

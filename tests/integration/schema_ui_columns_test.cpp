@@ -234,10 +234,20 @@ TEST_CASE(
     CHECK(type_of(admin, "source_connections", "last_verified_at") == "timestamp with time zone");
     CHECK(type_of(admin, "source_connections", "error_message") == "text");
 
-    // A task of a series: the client that made the series writes the id; a query finds them.
-    const auto series = "0d7ae6c4-4b0d-4f4e-9d1e-3c1c6a1b2f00";
+    // A task of a series (task_series since sql/0035, its foreign key tasks_series_id_fkey); a
+    // query finds them.
+    const auto series = one(admin,
+                            "INSERT INTO task_series (tenant_id, title, cadence_type, timezone) "
+                            "VALUES ($1, 'Weekly', 'weekly', 'UTC') RETURNING id",
+                            {kDefaultTenant});
     admin.exec("INSERT INTO tasks (tenant_id, title, series_id) VALUES ($1, 'Weekly', $2)",
                {kDefaultTenant, series});
+    CHECK(sqlstate_of([&] {
+              admin.exec(
+                  "INSERT INTO tasks (tenant_id, title, series_id) VALUES ($1, 'Lost', "
+                  "'0d7ae6c4-4b0d-4f4e-9d1e-3c1c6a1b2f00')",
+                  {kDefaultTenant});
+          }) == "23503");
     CHECK(count(admin, "SELECT count(*) FROM tasks WHERE series_id = $1", {series}) == 1);
 
     // A contact's full name is its name, kept when the name changes.
@@ -247,17 +257,15 @@ TEST_CASE(
     admin.exec("UPDATE contacts SET name = 'Ada King' WHERE id = $1", {contact});
     CHECK(one(admin, "SELECT full_name FROM contacts WHERE id = $1", {contact}) == "Ada King");
 
-    // A new workspace row is not initialized until the wizard says so; its slug is unique in
-    // its tenant only.
+    // A tenant's workspace row (made with the tenant, sql/0037) is not initialized until the
+    // wizard says so; its slug is its own (another tenant may have the same); a tenant has one.
     const auto other = new_tenant(admin, "other-tenant");
-    const auto ws = one(admin,
-                        "INSERT INTO workspace (tenant_id, label, slug) VALUES ($1, 'HQ', 'hq') "
-                        "RETURNING id",
-                        {kDefaultTenant});
-    CHECK(one(admin, "SELECT initialized FROM workspace WHERE id = $1", {ws}) == "f");
-    admin.exec("INSERT INTO workspace (tenant_id, label, slug) VALUES ($1, 'HQ', 'hq')", {other});
+    CHECK(one(admin, "SELECT initialized FROM workspace WHERE tenant_id = $1", {other}) == "f");
+    admin.exec("UPDATE workspace SET slug = 'hq' WHERE tenant_id = ANY($1::uuid[])",
+               {"{" + std::string(kDefaultTenant) + "," + other + "}"});
+    CHECK(count(admin, "SELECT count(*) FROM workspace WHERE slug = 'hq'") == 2);
     CHECK(sqlstate_of([&] {
-              admin.exec("INSERT INTO workspace (tenant_id, label, slug) VALUES ($1, 'B', 'hq')",
+              admin.exec("INSERT INTO workspace (tenant_id, label, slug) VALUES ($1, 'B', 'hq2')",
                          {kDefaultTenant});
           }) == "23505");
 

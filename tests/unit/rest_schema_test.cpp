@@ -309,8 +309,9 @@ TEST_CASE("embeds follow foreign keys both ways: many-to-one is an object, one-t
     CHECK(o2m.foreign_table == messages);
 }
 
-TEST_CASE("a composite tenant key embeds by table and by constraint, not by one of its columns",
-          "[rest]") {
+TEST_CASE(
+    "a composite tenant key embeds by table, by constraint and by its column beside tenant_id",
+    "[rest]") {
     auto sc = api_cache();
     auto r = rel(*sc, tasks, "agents");
     CHECK(r.card == cardinality::many_to_one);
@@ -321,8 +322,14 @@ TEST_CASE("a composite tenant key embeds by table and by constraint, not by one 
           "tasks_tenant_id_assignee_agent_id_fkey");
     CHECK(rel(*sc, tasks, "tasks_tenant_id_assignee_agent_id_fkey").foreign_table == agents);
     CHECK(rel(*sc, agents, "tasks").card == cardinality::one_to_many);
-    // PostgREST matches a column hint only on a single-column key.
-    auto e = error_of([&] { (void)rel(*sc, tasks, "agents", "assignee_agent_id"); });
+    // PostgREST matches a column (as the hint, or as the target) only on a single-column key;
+    // a (tenant_id, x) key is named by x, as a UI written for single-column keys names it
+    // (`knowledge_items:knowledge_item_id(...)`).
+    CHECK(rel(*sc, tasks, "agents", "assignee_agent_id").constraint ==
+          "tasks_tenant_id_assignee_agent_id_fkey");
+    CHECK(rel(*sc, tasks, "assignee_agent_id").foreign_table == agents);
+    // tenant_id itself names no key: it is in every one.
+    auto e = error_of([&] { (void)rel(*sc, tasks, "agents", "tenant_id"); });
     CHECK(e.status() == 400);
     CHECK(e.code() == "PGRST200");
     CHECK(e.message() ==
@@ -330,7 +337,7 @@ TEST_CASE("a composite tenant key embeds by table and by constraint, not by one 
           "schema cache");
     CHECK(e.details() ==
           "Searched for a foreign key relationship between 'tasks' and 'agents' using the hint "
-          "'assignee_agent_id' in the schema 'api', but no matches were found.");
+          "'tenant_id' in the schema 'api', but no matches were found.");
     CHECK(e.hint().empty());
     // the name the UI writes does not exist until the constraint carries it
     CHECK(error_of([&] {

@@ -73,7 +73,9 @@ TEST_CASE("runner config: options come from their environment names, with the de
     CHECK(cfg.secrets_dir == "/home/runner-test/.openclaw/secrets");
     CHECK(cfg.state_dir == "/home/runner-test/.local/state/awp");
     CHECK(cfg.repo_dir == "/home/runner-test/awp");
-    CHECK(cfg.scripts_dir == "/usr/local/lib/awp/runtime");
+    // Run from a build tree: the source tree's agent scripts (installed: <prefix>/share/awp).
+    CHECK(cfg.scripts_dir == std::string(AWP_SOURCE_DIR) + "/deploy/runtime");
+    CHECK(cfg.templates() == std::string(AWP_SOURCE_DIR) + "/deploy/runtime/../templates");
     CHECK(cfg.networking_mode == "local");
     CHECK(cfg.auth_timeout_s == 300);
     CHECK(cfg.callback_port == 1455);

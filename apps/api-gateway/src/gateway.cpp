@@ -482,6 +482,20 @@ http::router gateway::routes() {
     r.add("GET", "/auth/v1/settings", gotrue(&gateway::auth_settings), auth_small);
     r.add("GET", "/auth/v1/health", gotrue(&gateway::auth_health), auth_small);
     r.add("GET", "/auth/v1/.well-known/jwks.json", gotrue(&gateway::auth_jwks), auth_small);
+    // The admin API (gotrue_admin.cpp): the service role only; what awp does not serve is
+    // answered after the same check, in GoTrue's words.
+    r.add("GET", "/auth/v1/admin/users", gotrue(&gateway::admin_users_list), auth_small);
+    r.add("POST", "/auth/v1/admin/users", gotrue(&gateway::admin_user_create), auth_body);
+    r.add("GET", "/auth/v1/admin/users/:id", gotrue(&gateway::admin_user_get), auth_small);
+    r.add("PUT", "/auth/v1/admin/users/:id", gotrue(&gateway::admin_user_update), auth_body);
+    r.add("DELETE", "/auth/v1/admin/users/:id", gotrue(&gateway::admin_user_delete), auth_body);
+    r.add("GET", "/auth/v1/admin/users/:id/factors", gotrue(&gateway::admin_user_factors),
+          auth_small);
+    r.add(std::vector<std::string>{"PUT", "DELETE"}, "/auth/v1/admin/users/:id/factors/:factor",
+          gotrue(&gateway::admin_user_factors), auth_body);
+    r.add("POST", "/auth/v1/invite", gotrue(&gateway::admin_unsupported), auth_body);
+    r.add(std::vector<std::string>{"GET", "POST", "PUT", "PATCH", "DELETE"}, "/auth/v1/admin/*path",
+          gotrue(&gateway::admin_unsupported), auth_body);
     r.add(
         "OPTIONS", "/auth/v1/*path",
         [this](request req) { return data_api_preflight(std::move(req)); }, small);

@@ -160,6 +160,7 @@ struct app_user {
     std::string user_metadata = "{}";    // JSON object
     std::string created_at, updated_at;  // RFC 3339, UTC
     std::string last_sign_in_at;         // "" = never
+    std::string banned_until;            // RFC 3339, UTC; "" = no timed ban (sql/0039)
 };
 
 /// The answer of one password check (gateway::sign_in).
@@ -429,6 +430,15 @@ private:
     net::awaitable<response> auth_settings(request r);
     net::awaitable<response> auth_health(request r);
     net::awaitable<response> auth_jwks(request r);
+    // gotrue_admin.cpp: /auth/v1/admin (GoTrue's admin API, the service role only;
+    // docs/data-api.md, "The admin API")
+    net::awaitable<response> admin_users_list(request r);
+    net::awaitable<response> admin_user_create(request r);
+    net::awaitable<response> admin_user_get(request r);
+    net::awaitable<response> admin_user_update(request r);
+    net::awaitable<response> admin_user_delete(request r);
+    net::awaitable<response> admin_user_factors(request r);
+    net::awaitable<response> admin_unsupported(request r);
     net::awaitable<response> password_grant(request r);
     net::awaitable<response> refresh_grant(request r);
     /// A new /auth/v1 session of user `user_id` (its row, its first refresh token, the user's

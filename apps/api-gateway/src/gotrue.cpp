@@ -11,6 +11,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "auth_policy.hpp"
 #include "awp/core/crypto.hpp"
 #include "awp/core/log.hpp"
 #include "awp/core/time.hpp"
@@ -25,11 +26,12 @@ namespace crypto = core::crypto;
 
 namespace {
 
-constexpr std::size_t kMinPassword = 8;         // the password policy
-constexpr std::size_t kMaxPassword = 1024;      // as /api/auth/login
-constexpr std::size_t kMaxEmail = 320;          //
-constexpr std::size_t kMaxMetadata = 8 * 1024;  // user_metadata rides in every access token
-constexpr long long kLeeway = 5;                // as the /api routes
+using auth_policy::kMaxEmail;  // the policy every /auth/v1 route applies (auth_policy.hpp)
+using auth_policy::kMaxMetadata;
+using auth_policy::kMaxPassword;
+using auth_policy::kMinPassword;
+using auth_policy::plausible_email;
+constexpr long long kLeeway = 5;  // as the /api routes
 
 /// A refusal in GoTrue's terms: HTTP status, error code (auth-js's ErrorCode), message.
 class gotrue_error : public core::error {
@@ -47,8 +49,7 @@ private:
 };
 
 gotrue_error weak_password() {
-    gotrue_error e(422, "weak_password",
-                   "Password should be at least " + std::to_string(kMinPassword) + " characters.");
+    gotrue_error e(422, "weak_password", auth_policy::weak_password_message());
     e.weak_reasons.emplace_back("length");
     return e;
 }
@@ -151,20 +152,6 @@ std::optional<std::string> metadata_field(const rapidjson::Value& o) {
 std::string lower(std::string s) {
     for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     return s;
-}
-
-bool plausible_email(std::string_view e) {
-    // The rule of app_users' CHECK: something@something, no whitespace, one @ at least.
-    const auto at = e.find('@');
-    if (e.empty() || e.size() > kMaxEmail || at == 0 || at == std::string_view::npos ||
-        at + 1 >= e.size()) {
-        return false;
-    }
-    if (e.find('@', at + 1) != std::string_view::npos) return false;
-    return std::none_of(e.begin(), e.end(), [](char c) {
-        return std::isspace(static_cast<unsigned char>(c)) != 0 ||
-               static_cast<unsigned char>(c) < 0x20;
-    });
 }
 
 /// A new refresh token: 256 random bits, base64url. Only its SHA-256 is stored.
@@ -329,6 +316,8 @@ net::awaitable<response> gateway::auth_v1(net::awaitable<response> (gateway::*fn
         f.code = e.status() >= 500              ? "unexpected_failure"
                  : e.code() == "malformed_json" ? "bad_json"
                                                 : e.code();
+        // The admin API (gotrue_admin.cpp) refuses a password by the same policy.
+        if (f.code == "weak_password") f.weak_reasons.emplace_back("length");
         failed = f;
     } catch (const std::exception& e) {
         core::log::error("auth request failed", {{"error", e.what()}});

@@ -36,12 +36,32 @@ bool is_key_rel(const relationship& r) {
            r.card == cardinality::one_to_one;
 }
 
-// A single-column key whose column on this side ("FK column") or on the other side is `name`.
+// The one column pair a column hint or target can name: a single-column key's, or, in awp's
+// schema, where every reference is a composite tenant key (tenant_id, x) -> (tenant_id, id) so
+// that no row points into another tenant, the key's pair beside tenant_id. A UI written for
+// single-column keys (`knowledge_items:knowledge_item_id(...)`) names the key so; PostgREST
+// itself matches a column only on a single-column key.
+const std::pair<std::string, std::string>* named_pair(const relationship& r) {
+    if (!is_key_rel(r)) return nullptr;
+    if (r.columns.size() == 1) return &r.columns[0];
+    if (r.columns.size() != 2) return nullptr;
+    const auto tenant = [](const std::pair<std::string, std::string>& c) {
+        return c.first == "tenant_id" && c.second == "tenant_id";
+    };
+    if (tenant(r.columns[0]) && !tenant(r.columns[1])) return &r.columns[1];
+    if (tenant(r.columns[1]) && !tenant(r.columns[0])) return &r.columns[0];
+    return nullptr;
+}
+
+// A key whose named column (named_pair) on this side ("FK column") or on the other side is
+// `name`.
 bool single_column_is(const relationship& r, std::string_view name) {
-    return is_key_rel(r) && r.columns.size() == 1 && r.columns[0].first == name;
+    const auto* c = named_pair(r);
+    return c != nullptr && c->first == name;
 }
 bool single_ref_column_is(const relationship& r, std::string_view name) {
-    return is_key_rel(r) && r.columns.size() == 1 && r.columns[0].second == name;
+    const auto* c = named_pair(r);
+    return c != nullptr && c->second == name;
 }
 bool constraint_is(const relationship& r, std::string_view name) {
     return is_key_rel(r) && r.constraint == name;

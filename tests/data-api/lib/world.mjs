@@ -2,6 +2,7 @@
 // gateway under test (from run.sh's environment), clients of the real @supabase/supabase-js, and
 // psql under a request's claims, the yardstick a /rest/v1 answer is compared with.
 import { spawnSync } from 'node:child_process'
+import { createHmac } from 'node:crypto'
 import assert from 'node:assert/strict'
 import { createClient } from '@supabase/supabase-js'
 
@@ -15,6 +16,8 @@ export const env = {
   get base() { return required('AWP_DATA_API_URL') },
   get adminDsn() { return required('AWP_DATA_API_ADMIN_DSN') },
   get readme() { return required('AWP_DATA_API_README') },
+  get jwtSecret() { return required('AWP_DATA_API_JWT_SECRET') },
+  get serviceRoleKey() { return required('AWP_DATA_API_SERVICE_ROLE_KEY') },
 }
 
 // Fixed ids, so a test names what it expects and a failure message says which row.
@@ -87,6 +90,20 @@ export async function anonClient(options = {}) {
     ...options,
     auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false, ...options.auth },
   })
+}
+
+// A client with the service-role key, as the product UI's server code makes it
+// (createClient(url, serviceRoleKey)): a service_role token signed with the gateway's JWT_SECRET,
+// which the gateway takes as it takes its SERVICE_ROLE_KEY.
+export async function serviceClient() {
+  const secret = process.env.AWP_DATA_API_JWT_SECRET
+  if (!secret) throw new Error('AWP_DATA_API_JWT_SECRET is not set: run the suite through tests/data-api/run.sh')
+  const part = (o) => Buffer.from(JSON.stringify(o)).toString('base64url')
+  const now = Math.floor(Date.now() / 1000)
+  const body = `${part({ alg: 'HS256', typ: 'JWT' })}.${part({ role: 'service_role', iss: 'awp', iat: now, exp: now + 3600 })}`
+  const key = `${body}.${createHmac('sha256', secret).update(body).digest('base64url')}`
+  const { url } = await config()
+  return createClient(url, key, { auth: { persistSession: false, autoRefreshToken: false, detectSessionInUrl: false } })
 }
 
 // A client signed in as one of `users`.
