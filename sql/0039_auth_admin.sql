@@ -3,12 +3,10 @@
 --  - app_users.banned_until: a ban for a while (GoTrue's ban_duration); a user is refused a
 --    sign-in and a refresh while it lies ahead, as a disabled one is (disabled stays the ban
 --    without an end that awpctl and older gateways know).
---  - A user's sessions outlive the user as signed out: removing a user used to remove its
---    sessions with it (ON DELETE CASCADE), and a gateway started afterwards no longer knew that
---    their access tokens were dead. The foreign key goes; a trigger signs out every live session
---    of a user being removed, whoever removes it (in the same transaction, so a sign-in that
---    raced the removal is signed out too), and the rows stay until the signed-out sessions'
---    last access tokens have expired (the gateway loads them on start).
+--  - A user's sessions outlive the user as signed out (ON DELETE CASCADE removed them): the
+--    foreign key goes, so an administrator reads why and when each session of a removed user
+--    ended. The trigger of sql/0032 (awp_user_sessions_end, BEFORE DELETE) still ends every live
+--    one, whoever removes the user, and app_token_revocations keeps their tokens refused.
 --  - Three more reasons a session ends: the user removed, banned, or changed by an
 --    administrator (password, tenant, operator flag).
 
@@ -50,22 +48,8 @@ $$;
 ALTER TABLE public.app_sessions DROP CONSTRAINT app_sessions_revoked_reason_check;
 ALTER TABLE public.app_sessions ADD CONSTRAINT app_sessions_revoked_reason_check
   CHECK (revoked_reason IN ('logout', 'logout_global', 'logout_others', 'refresh_token_reuse',
-                            'password_changed', 'user_deleted', 'user_banned', 'admin_changed'));
+                            'password_changed', 'user_disabled', 'user_moved',
+                            'operator_role_removed', 'user_removed', 'revoked', 'user_deleted',
+                            'user_banned', 'admin_changed'));
 
 ALTER TABLE public.app_sessions DROP CONSTRAINT app_sessions_user_id_fkey;
-
--- Also in functions/auth.sql (its current body); made here because the trigger needs it now.
-CREATE OR REPLACE FUNCTION public.awp_app_users_end_sessions() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
-SET search_path = ''
-AS $$
-BEGIN
-  UPDATE public.app_sessions SET revoked_at = pg_catalog.now(), revoked_reason = 'user_deleted'
-   WHERE user_id = OLD.id AND revoked_at IS NULL;
-  RETURN OLD;
-END
-$$;
-REVOKE ALL ON FUNCTION public.awp_app_users_end_sessions() FROM PUBLIC, anon, authenticated;
-
-CREATE TRIGGER app_users_end_sessions BEFORE DELETE ON public.app_users
-  FOR EACH ROW EXECUTE FUNCTION public.awp_app_users_end_sessions();

@@ -367,15 +367,37 @@ table public.app_sessions (owner postgres), row level security forced
   column aal text NOT NULL DEFAULT 'aal1'::text
   column user_agent text
   column ip inet
+  column via text NOT NULL DEFAULT 'auth/v1'::text
   constraint app_sessions_check CHECK ((revoked_at IS NULL) = (revoked_reason IS NULL))
   constraint app_sessions_pkey PRIMARY KEY (id)
-  constraint app_sessions_revoked_reason_check CHECK (revoked_reason = ANY (ARRAY['logout'::text, 'logout_global'::text, 'logout_others'::text, 'refresh_token_reuse'::text, 'password_changed'::text, 'user_deleted'::text, 'user_banned'::text, 'admin_changed'::text]))
+  constraint app_sessions_revoked_reason_check CHECK (revoked_reason = ANY (ARRAY['logout'::text, 'logout_global'::text, 'logout_others'::text, 'refresh_token_reuse'::text, 'password_changed'::text, 'user_disabled'::text, 'user_moved'::text, 'operator_role_removed'::text, 'user_removed'::text, 'revoked'::text, 'user_deleted'::text, 'user_banned'::text, 'admin_changed'::text]))
+  constraint app_sessions_via_check CHECK (via = ANY (ARRAY['api'::text, 'auth/v1'::text]))
   CREATE UNIQUE INDEX app_sessions_pkey ON public.app_sessions USING btree (id)
   CREATE INDEX app_sessions_revoked_idx ON public.app_sessions USING btree (tokens_valid_until) WHERE (revoked_at IS NOT NULL)
   CREATE INDEX app_sessions_user_id_idx ON public.app_sessions USING btree (user_id)
+  CREATE TRIGGER app_sessions_removed AFTER DELETE ON public.app_sessions FOR EACH ROW WHEN (old.revoked_at IS NULL AND old.tokens_valid_until > (now() - '00:01:00'::interval)) EXECUTE FUNCTION public.awp_session_ended()
+  CREATE TRIGGER app_sessions_revoked AFTER UPDATE OF revoked_at ON public.app_sessions FOR EACH ROW WHEN (old.revoked_at IS NULL AND new.revoked_at IS NOT NULL) EXECUTE FUNCTION public.awp_session_ended()
   CREATE TRIGGER app_sessions_updated_at BEFORE UPDATE ON public.app_sessions FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+table public.app_token_revocations (owner postgres), row level security forced
+  column id bigint NOT NULL GENERATED ALWAYS AS IDENTITY
+  column user_id uuid NOT NULL
+  column session_id uuid
+  column issued_before timestamp with time zone
+  column reason text NOT NULL
+  column created_at timestamp with time zone NOT NULL DEFAULT now()
+  column expires_at timestamp with time zone NOT NULL
+  constraint app_token_revocations_check CHECK ((session_id IS NULL) <> (issued_before IS NULL))
+  constraint app_token_revocations_pkey PRIMARY KEY (id)
+  CREATE INDEX app_token_revocations_expires_at_idx ON public.app_token_revocations USING btree (expires_at)
+  CREATE UNIQUE INDEX app_token_revocations_pkey ON public.app_token_revocations USING btree (id)
+  policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
+  grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
+
+sequence public.app_token_revocations_id_seq (owner postgres)
+  grants (default)
 
 table public.app_users (owner postgres), row level security forced
   column id uuid NOT NULL DEFAULT gen_random_uuid()
@@ -398,7 +420,8 @@ table public.app_users (owner postgres), row level security forced
   CREATE UNIQUE INDEX app_users_email_key ON public.app_users USING btree (lower(email))
   CREATE UNIQUE INDEX app_users_pkey ON public.app_users USING btree (id)
   CREATE TRIGGER app_users_auth_users_sync AFTER INSERT OR DELETE OR UPDATE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_auth_users_sync()
-  CREATE TRIGGER app_users_end_sessions BEFORE DELETE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_app_users_end_sessions()
+  CREATE TRIGGER app_users_removed_sessions_end BEFORE DELETE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_user_sessions_end()
+  CREATE TRIGGER app_users_sessions_end AFTER UPDATE OF disabled, tenant_id, is_operator, password_hash ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_user_sessions_end()
   CREATE TRIGGER app_users_updated_at BEFORE UPDATE ON public.app_users FOR EACH ROW EXECUTE FUNCTION public.awp_set_updated_at()
   policy service_role_all PERMISSIVE FOR ALL TO service_role USING (true) WITH CHECK (true)
   grants (owner): DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE; service_role: DELETE, INSERT, REFERENCES, SELECT, TRIGGER, TRUNCATE, UPDATE
@@ -1929,9 +1952,6 @@ function public.awp_agents_became_ready()
 function public.awp_agents_gateway_moved()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
-function public.awp_app_users_end_sessions()
-  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
-  execute (owner): EXECUTE
 function public.awp_auth_users_sync()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
@@ -2091,10 +2111,16 @@ function public.awp_present_gateway_key(p_key text)
 function public.awp_resolve_gateway(p_gateway_slug text, p_tenant_id uuid DEFAULT NULL::uuid)
   returns uuid, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_revoke_tokens(p_user_id uuid, p_session_id uuid, p_issued_before timestamp with time zone, p_reason text, p_expires_at timestamp with time zone)
+  returns void, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE; service_role: EXECUTE
 function public.awp_routines_before_write()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_secrets_before_update()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
+function public.awp_session_ended()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_session_gateway()
@@ -2142,6 +2168,9 @@ function public.awp_transaction_mark()
 function public.awp_user_app_metadata(p_tenant_id uuid, p_is_operator boolean)
   returns jsonb, sql IMMUTABLE PARALLEL SAFE SET search_path="", owner postgres
   execute (owner): EXECUTE; service_role: EXECUTE
+function public.awp_user_sessions_end()
+  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_work_products_before_write()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE

@@ -57,17 +57,95 @@ END
 $$;
 REVOKE ALL ON FUNCTION public.awp_auth_users_sync() FROM PUBLIC, anon, authenticated;
 
--- A user being removed (DELETE FROM app_users, whoever runs it) is signed out of every session
--- first, in the same transaction: the sessions stay, signed out, so every gateway (also one
--- started later) refuses their access tokens until those expire (sql/0039).
-CREATE OR REPLACE FUNCTION public.awp_app_users_end_sessions() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER
+-- One session model (sql/0032; docs/security.md, "Sessions"): every way a session ends writes a
+-- row of app_token_revocations and NOTIFYs awp_session_revoked with its id; each api-gateway
+-- process reads the row and refuses the tokens it names. None is SECURITY DEFINER: they run as
+-- whoever writes app_sessions or app_users (the service role, its members, superusers), who may
+-- write app_token_revocations too.
+
+-- One revocation: a session (p_session_id) or, for tokens of no session, the user's tokens issued
+-- until p_issued_before; kept until p_expires_at (+ the gateways' clock leeway).
+CREATE OR REPLACE FUNCTION public.awp_revoke_tokens(p_user_id uuid, p_session_id uuid,
+                                                    p_issued_before timestamptz, p_reason text,
+                                                    p_expires_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v_id bigint;
+BEGIN
+  INSERT INTO public.app_token_revocations (user_id, session_id, issued_before, reason, expires_at)
+  VALUES (p_user_id, p_session_id, p_issued_before, p_reason,
+          greatest(p_expires_at, now()) + interval '1 minute')
+  RETURNING id INTO v_id;
+  PERFORM pg_catalog.pg_notify('awp_session_revoked', v_id::text);
+END
+$$;
+REVOKE ALL ON FUNCTION public.awp_revoke_tokens(uuid, uuid, timestamptz, text, timestamptz)
+  FROM PUBLIC, anon, authenticated;
+GRANT EXECUTE ON FUNCTION public.awp_revoke_tokens(uuid, uuid, timestamptz, text, timestamptz)
+  TO service_role;
+
+-- Trigger of app_sessions: a session signed out (revoked_at set) or a live one deleted.
+CREATE OR REPLACE FUNCTION public.awp_session_ended() RETURNS trigger
+LANGUAGE plpgsql
 SET search_path = ''
 AS $$
 BEGIN
-  UPDATE public.app_sessions SET revoked_at = pg_catalog.now(), revoked_reason = 'user_deleted'
-   WHERE user_id = OLD.id AND revoked_at IS NULL;
-  RETURN OLD;
+  IF TG_OP = 'DELETE' THEN
+    PERFORM public.awp_revoke_tokens(OLD.user_id, OLD.id, NULL, 'removed',
+                                     OLD.tokens_valid_until);
+    RETURN NULL;
+  END IF;
+  PERFORM public.awp_revoke_tokens(NEW.user_id, NEW.id, NULL, NEW.revoked_reason,
+                                   NEW.tokens_valid_until);
+  RETURN NULL;
 END
 $$;
-REVOKE ALL ON FUNCTION public.awp_app_users_end_sessions() FROM PUBLIC, anon, authenticated;
+REVOKE ALL ON FUNCTION public.awp_session_ended() FROM PUBLIC, anon, authenticated;
+
+-- Trigger of app_users: a user disabled, moved to another tenant, no longer an operator, given a
+-- new password (every session but the transaction's awp.keep_session, the one that changed it
+-- through PUT /auth/v1/user) or removed: the user's sessions end (a removed user's stay, signed
+-- out: sql/0039 dropped their foreign key), their refresh tokens are revoked, and (but for a password) the user's tokens of no session issued until now too.
+CREATE OR REPLACE FUNCTION public.awp_user_sessions_end() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = ''
+AS $$
+DECLARE
+  v_reason text;
+  v_keep uuid;
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    v_reason := 'user_removed';
+  ELSIF NEW.disabled AND NOT OLD.disabled THEN
+    v_reason := 'user_disabled';
+  ELSIF NEW.tenant_id IS DISTINCT FROM OLD.tenant_id THEN
+    v_reason := 'user_moved';
+  ELSIF OLD.is_operator AND NOT NEW.is_operator THEN
+    v_reason := 'operator_role_removed';
+  ELSIF NEW.password_hash IS DISTINCT FROM OLD.password_hash THEN
+    v_reason := 'password_changed';
+    -- The session that changed it (PUT /auth/v1/user) stays; an operator's change ends all.
+    v_keep := NULLIF(pg_catalog.current_setting('awp.keep_session', true), '')::uuid;
+  ELSE
+    RETURN NULL;
+  END IF;
+  UPDATE public.app_sessions SET revoked_at = now(), revoked_reason = v_reason
+   WHERE user_id = OLD.id AND revoked_at IS NULL AND id IS DISTINCT FROM v_keep;
+  UPDATE public.app_refresh_tokens t SET revoked = true, revoked_at = now()
+    FROM public.app_sessions s
+   WHERE s.id = t.session_id AND s.user_id = OLD.id AND s.revoked_at IS NOT NULL AND NOT t.revoked;
+  -- Tokens of no session (awpctl token): those issued until now. Kept 31 days, the longest an
+  -- access token awp mints lives (awpctl token --ttl).
+  IF v_reason <> 'password_changed' THEN
+    PERFORM public.awp_revoke_tokens(OLD.id, NULL, now(), v_reason, now() + interval '31 days');
+  END IF;
+  IF TG_OP = 'DELETE' THEN
+    RETURN OLD;
+  END IF;
+  RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION public.awp_user_sessions_end() FROM PUBLIC, anon, authenticated;

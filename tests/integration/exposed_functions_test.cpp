@@ -47,6 +47,19 @@ const allowlist& awp_functions() {
          "authenticated"},
         // A user cancels its own tenant's command (RLS decides which).
         {"public.cancel_command(uuid)", "authenticated"},
+        // The original product's RPCs its UI calls (sql/0037, 0038): SECURITY INVOKER, so
+        // row-level security confines each to the caller's tenant (schema_product_test).
+        {"public.complete_setup(text,text,text,text,text,text,jsonb,jsonb,jsonb,uuid)",
+         "authenticated"},
+        {"public.spawn_due_task_instances()", "authenticated"},
+        {"public.recompute_agent_budget(uuid)", "authenticated"},
+        // Their helpers, evaluated as the user by the triggers, defaults and the overdue index:
+        // functions of their arguments (and a series row the caller already reads).
+        {"public.awp_task_series_next(task_series,timestamp with time zone)", "authenticated"},
+        {"public.awp_time_zone_or_utc(text)", "authenticated"},
+        {"public.awp_budget_status(numeric,integer,numeric,integer,integer)", "authenticated"},
+        {"public.awp_task_deadline(timestamp with time zone,timestamp with time zone)",
+         "authenticated"},
         // A gateway's one-time registration token: anyone holding one may register (the token
         // is the credential; SECURITY DEFINER, checked, spent once).
         {"public.consume_gateway_token(text,text,text,uuid)", "anon, authenticated"},

@@ -16,6 +16,7 @@
 #include "awp/core/uuid.hpp"
 #include "awp/rest/error.hpp"
 #include "gateway.hpp"
+#include "sessions.hpp"
 
 namespace {
 
@@ -33,13 +34,14 @@ long long now_s() {
         .count();
 }
 
-/// A gateway that is built and never listens nor connects.
+/// A gateway that is built and never listens nor connects; its database's signed-out sessions
+/// are handed in as if read (none).
 struct fixture {
     fs::path dir =
         fs::temp_directory_path() / ("awp-principal-" + awp::core::uuid::generate_v4().to_string());
     boost::asio::io_context ioc;
     std::unique_ptr<awp::api::gateway> gw;
-    fixture() {
+    explicit fixture(bool read = true) {
         fs::create_directories(dir);
         awp::api::gateway_config c;
         c.jwt_secret = kSecret;
@@ -50,6 +52,7 @@ struct fixture {
         c.connectors_dir = (dir / "none").string();
         c.port = 0;
         gw = std::make_unique<awp::api::gateway>(ioc, c);
+        if (read) gw->sessions().watch_of("")->replace({});
     }
     ~fixture() {
         gw.reset();
@@ -239,7 +242,9 @@ TEST_CASE("data API caller: a token of a signed-out session is refused from then
     const auto token = user_token();
     CHECK(f.gw->data_api_principal(with({{"Authorization", "Bearer " + token}})).role ==
           "authenticated");  // now in the cache
-    f.gw->revoke_sessions({{"6a1f0c2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b", now_s() + 3600}});
+    f.gw->sessions().watch_of("")->apply(
+        {{"6a1f0c2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b", "0b6c3d1e-5f8a-4b7c-9d2e-1f3a5b7c9d0e", 0,
+          now_s() + 3600}});
     auto out = refused(f, with({{"Authorization", "Bearer " + token}}));
     CHECK(out.status == 401);
     CHECK(out.code == "PGRST303");
@@ -251,4 +256,19 @@ TEST_CASE("data API caller: a token of a signed-out session is refused from then
         kSecret);
     CHECK(f.gw->data_api_principal(with({{"Authorization", "Bearer " + other}})).role ==
           "authenticated");
+}
+
+TEST_CASE(
+    "data API caller: until its database's signed-out sessions are read, a user's token is 503, "
+    "never let through, and the anon key and the service role are not sessions",
+    "[api][data-api]") {
+    fixture unread(false);
+    auto out = refused(unread, with({{"Authorization", "Bearer " + user_token()}}));
+    CHECK(out.status == 503);
+    CHECK(out.code == "PGRST000");
+    CHECK(unread.gw->data_api_principal(with({{"apikey", crypto::anon_key(kSecret)}})).role ==
+          "anon");
+    CHECK(unread.gw
+              ->data_api_principal(with({{"Authorization", std::string("Bearer ") + kServiceKey}}))
+              .role == "service_role");
 }

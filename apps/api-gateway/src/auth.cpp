@@ -1,16 +1,11 @@
-// Authentication: access tokens from the Authorization header or session cookies (awp and
-// @supabase/ssr formats), the service-role key, same-origin checks, and password login with
-// Argon2id and per-account / per-address rate limits.
-// Why one file: every way a request proves who it is (bearer token, both cookie
-// formats, the service-role key, same-origin, password login with its limiter) is read here
-// against one principal type; a reviewer of authentication reads one file.
-#include <sodium.h>
-
+// Authentication: who a request is. Access tokens from the Authorization header or session
+// cookies (awp and @supabase/ssr formats), the service-role key, the data API's caller as
+// PostgREST decides it, the database a session is bound to, same-origin checks; and, for every
+// user token on every route, the session module's revocation check (sessions.hpp: a memory
+// lookup). Why one file: every way a request proves who it is is read here against one
+// principal type; a reviewer of authentication reads one file. Passwords: passwords.cpp; the
+// sign-in routes: api_auth.cpp and gotrue.cpp.
 #include <algorithm>
-#include <limits>
-
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/log.hpp"
@@ -20,7 +15,7 @@
 #include "gateway.hpp"
 #include "json.hpp"
 #include "registry.hpp"
-#include "users.hpp"
+#include "sessions.hpp"
 
 namespace awp::api {
 
@@ -94,6 +89,19 @@ http_error forbidden(const char* code, const std::string& message) {
     return http_error(403, code, message);
 }
 
+/// An /api login of an awp older than its sessions (sql/0032): issued by awp ("iss": "awp") with
+/// a token id and no session_id. It names no session that could be ended, so it is refused (sign
+/// in again) rather than left valid until it expires. awpctl's tokens carry no jti.
+bool pre_session_login(const rapidjson::Value& claims) {
+    auto has = [&](const char* k) {
+        auto it = claims.FindMember(k);
+        return it != claims.MemberEnd() && it->value.IsString() && it->value.GetStringLength() > 0;
+    };
+    auto iss = claims.FindMember("iss");
+    return has("jti") && !has("session_id") && iss != claims.MemberEnd() && iss->value.IsString() &&
+           std::string_view(iss->value.GetString(), iss->value.GetStringLength()) == "awp";
+}
+
 bool is_ssr_cookie_base(std::string_view name) {
     if (name.rfind("sb-", 0) == 0 && name.size() > 14 &&
         name.substr(name.size() - 11) == "-auth-token") {
@@ -165,10 +173,8 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     constexpr double kLeeway = 5;
     const auto now = static_cast<double>(core::now_unix_ms()) / 1000.0;
     const std::string text(token);
-    if (auto hit = tokens_.find(text, now, kLeeway)) {
-        if (is_revoked(*hit)) throw unauthorized("the session has been signed out");
-        return hit;
-    }
+    // Revocation is checked by the caller, after the token's database is known (admit).
+    if (auto hit = tokens_.find(text, now, kLeeway)) return hit;
     // A session awp issued for a registered workspace is signed with that workspace's key
     // (crypto::workspace_session_key); anything else with JWT_SECRET. The claim only picks the
     // key: a token that names workspace A but is signed for B (or with JWT_SECRET) fails below.
@@ -225,6 +231,12 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     p.email = str(d, "email");
     p.jti = str(d, "jti");
     p.session_id = str(d, "session_id");
+    p.iat = static_cast<long long>(number("iat", 0));
+    if (pre_session_login(d)) {
+        throw unauthorized(
+            "this session was issued before sessions could be signed out; sign in "
+            "again");
+    }
     if (auto am = d.FindMember("app_metadata"); am != d.MemberEnd() && am->value.IsObject()) {
         p.tenant_id = str(am->value, "tenant_id");
         p.is_operator = str(am->value, "awp_role") == "operator";
@@ -241,29 +253,26 @@ std::optional<principal> gateway::token_principal(std::string_view token, bool& 
     p.exp = static_cast<long long>(exp);
     // Only tokens that passed every check are remembered; failures are never cached.
     tokens_.put(text, p, exp, nbf, now);
-    if (is_revoked(p)) throw unauthorized("the session has been signed out");
     return p;
 }
 
-bool gateway::is_revoked(const principal& p) const {
-    if (p.jti.empty() && p.session_id.empty()) return false;
-    std::lock_guard lock(revoked_mu_);
-    return (!p.jti.empty() && revoked_.count(p.jti) != 0) ||
-           (!p.session_id.empty() && revoked_sessions_.count(p.session_id) != 0);
-}
-
-void gateway::revoke_sessions(
-    const std::vector<std::pair<std::string, long long>>& sessions) const {
-    if (sessions.empty()) return;
-    const auto now = core::now_unix_ms() / 1000;
-    std::lock_guard lock(revoked_mu_);
-    // A signed-out session's tokens are refused until the last could have expired; then the
-    // signature check refuses them anyway and the entry goes.
-    std::erase_if(revoked_sessions_, [&](const auto& kv) { return kv.second < now; });
-    for (const auto& [id, until] : sessions) {
-        auto& e = revoked_sessions_[id];
-        e = std::max(e, until);
+void gateway::admit(const principal& p) const {
+    switch (sessions_->check(p)) {
+        case session_state::live:
+            return;
+        case session_state::revoked:
+            throw unauthorized("the session has been signed out");
+        case session_state::unknown:
+            break;
     }
+    // Fail closed: a session signed out before this process read its database must not pass.
+    // When the database cannot be used at all, what a request on it would be told (502 ...).
+    if (auto why = sessions_->unknown_because(p)) throw *why;
+    http_error e(503, "sessions_unavailable",
+                 "the signed-out sessions of this session's database are not loaded yet; try "
+                 "again in a moment");
+    e.extra.add("Retry-After", "1");
+    throw e;
 }
 
 // ---- the data API's caller ------------------------------------------------------------------
@@ -298,6 +307,14 @@ data_principal to_data(const principal& p) {
     d.sub = p.sub;
     d.session_id = p.session_id;
     return d;
+}
+
+/// PostgREST's answer while the database cannot be asked (here: its signed-out sessions).
+rest::api_error sessions_unavailable() {
+    rest::api_error e(503, "PGRST000",
+                      "Could not read the database's signed-out sessions yet. Retrying.");
+    e.headers.emplace_back("Retry-After", "1");
+    return e;
 }
 
 }  // namespace
@@ -335,8 +352,16 @@ data_principal gateway::data_api_principal(const request& r) const {
     }
     constexpr double kSkew = 30;  // PostgREST's allowed clock skew
     const auto now = static_cast<double>(core::now_unix_ms()) / 1000.0;
+    // Every hit and every fresh verification asks the session module (a memory lookup).
     auto revoked = [&](const principal& p) {
-        if (is_revoked(p)) throw jwt_refused("PGRST303", "JWT session has been signed out");
+        switch (sessions_->check(p)) {
+            case session_state::live:
+                return;
+            case session_state::revoked:
+                throw jwt_refused("PGRST303", "JWT session has been signed out");
+            case session_state::unknown:
+                throw sessions_unavailable();
+        }
     };
     if (auto hit = data_tokens_.find(token, now, kSkew)) {
         revoked(*hit);
@@ -413,6 +438,9 @@ data_principal gateway::data_api_principal(const request& r) const {
         return it != d.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
     };
     principal p;
+    if (pre_session_login(d)) {
+        throw jwt_refused("PGRST303", "JWT session is too old to be signed out; sign in again");
+    }
     auto role_it = d.FindMember("role");
     if (role_it == d.MemberEnd()) {
         // PostgREST: a token without a role claim is the anon role, and the claims say so.
@@ -435,10 +463,22 @@ data_principal gateway::data_api_principal(const request& r) const {
         auto it = d.FindMember(k);
         return it != d.MemberEnd() && it->value.IsNumber() ? it->value.GetDouble() : fallback;
     };
+    p.iat = static_cast<long long>(number("iat", 0));
     // A token without exp is kept an hour at most: the cache must not hold it for ever.
     data_tokens_.put(token, p, number("exp", now + 3600), number("nbf", -1e18), now);
     revoked(p);
     return to_data(p);
+}
+
+void gateway::retain_workspaces(const registry_snapshot& snap) const {
+    if (db_->retained_generation() == snap.generation &&
+        sessions_->retained_generation() == snap.generation) {
+        return;
+    }
+    std::map<std::string, std::string> live;
+    for (const auto& w : snap.all) live.emplace(w.id, database_of(w));
+    db_->retain(snap.generation, live);
+    sessions_->retain(snap.generation, live);
 }
 
 void gateway::pick_database(const request& r, principal& p) const {
@@ -456,11 +496,7 @@ void gateway::pick_database(const request& r, principal& p) const {
         p.workspace_id = session_ws;
         return;
     }
-    if (db_->retained_generation() != snap->generation) {
-        std::map<std::string, std::string> live;
-        for (const auto& w : snap->all) live.emplace(w.id, database_of(w));
-        db_->retain(snap->generation, live);
-    }
+    retain_workspaces(*snap);
     if (p.who == principal::kind::user) {
         // A session is bound to the workspace it was issued for; no cookie moves it.
         if (session_ws.empty()) return;  // the gateway's own database
@@ -505,6 +541,21 @@ std::string bearer(const request& r) {
 
 }  // namespace
 
+std::string gateway::session_workspace(const request& r) const {
+    try {
+        auto token = bearer(r);
+        if (token.empty()) token = token_from_cookies(r);
+        if (token.empty()) return {};
+        bool service_key = false;
+        auto p = token_principal(token, service_key);
+        if (!p || p->who != principal::kind::user || p->workspace_id.empty()) return {};
+        retain_workspaces(*registry_->snapshot());  // a workspace just added or changed
+        return p->workspace_id;
+    } catch (const std::exception&) {
+        return {};  // the handler says what is wrong with the token or the registry
+    }
+}
+
 principal gateway::require_session(const request& r) const {
     auto token = bearer(r);
     if (token.empty()) token = token_from_cookies(r);
@@ -515,6 +566,7 @@ principal gateway::require_session(const request& r) const {
         throw http_error(403, "forbidden", "this route needs a user session, not the service role");
     }
     pick_database(r, *p);
+    admit(*p);
     return *p;
 }
 
@@ -549,6 +601,7 @@ principal gateway::require_session_or_service(const request& r) const {
         p->is_operator = true;
     }
     pick_database(r, *p);
+    admit(*p);
     return *p;
 }
 
@@ -578,310 +631,6 @@ void gateway::check_same_origin(const request& r) const {
     auto scheme_end = o.find("://");
     if (host && scheme_end != std::string_view::npos && o.substr(scheme_end + 3) == *host) return;
     throw http_error(403, "cross_site", "the Origin does not match this server");
-}
-
-// ---- login ----------------------------------------------------------------------------------
-
-namespace {
-constexpr std::chrono::hours kKnownFor{24 * 30};  // an address that signed in stays known
-}  // namespace
-
-void login_limiter::prune(clock::time_point now) {
-    if (entries_.size() > 100'000) {  // bound memory under a spray of addresses
-        std::erase_if(entries_, [&](const auto& kv) {
-            return kv.second.inflight == 0 && now - kv.second.first > window_;
-        });
-    }
-    if (known_.size() > 100'000) {
-        std::erase_if(known_, [&](const auto& kv) { return now - kv.second > kKnownFor; });
-        while (known_.size() > 100'000) known_.erase(known_.begin());
-    }
-}
-
-long login_limiter::begin(const std::string& account, const std::string& address) {
-    const auto now = clock::now();
-    std::lock_guard lock(mu_);
-    prune(now);
-    const auto pair_key = "p:" + account + "\n" + address;
-    const bool known = [&] {
-        auto it = known_.find(account + "\n" + address);
-        return it != known_.end() && now - it->second < kKnownFor;
-    }();
-    struct check {
-        std::string key;
-        int limit;
-    };
-    // The account counter always counts; it does not stop an address the account knows.
-    const check checks[] = {{pair_key, max_},
-                            {"a:" + address, 4 * max_},
-                            {"u:" + account, known ? std::numeric_limits<int>::max() : 10 * max_}};
-    long wait = 0;
-    for (const auto& c : checks) {
-        auto it = entries_.find(c.key);
-        if (it == entries_.end()) continue;
-        auto& e = it->second;
-        if (now - e.first > window_) {  // a new window
-            e.count = 0;
-            e.first = now;
-        }
-        if (e.count + e.inflight >= c.limit) {
-            const auto left =
-                std::chrono::duration_cast<std::chrono::seconds>(e.first + window_ - now);
-            wait = std::max(wait, std::max<long>(1, static_cast<long>(left.count()) + 1));
-        }
-    }
-    if (wait > 0) return wait;
-    for (const auto& c : checks) {
-        auto& e = entries_[c.key];
-        if (e.count == 0 && e.inflight == 0) e.first = now;
-        ++e.inflight;
-    }
-    return 0;
-}
-
-void login_limiter::end(const std::string& account, const std::string& address, bool success) {
-    const auto now = clock::now();
-    std::lock_guard lock(mu_);
-    for (const auto& key : {"p:" + account + "\n" + address, "a:" + address, "u:" + account}) {
-        auto it = entries_.find(key);
-        if (it == entries_.end()) continue;
-        auto& e = it->second;
-        if (e.inflight > 0) --e.inflight;
-        if (success) {  // the address keeps its count: a spray may include one good guess
-            if (key[0] != 'a') e.count = 0;
-            if (key[0] != 'a' && e.inflight == 0) entries_.erase(it);
-            continue;
-        }
-        if (now - e.first > window_) {
-            e.count = 0;
-            e.first = now;
-        }
-        ++e.count;
-    }
-    if (success) known_[account + "\n" + address] = now;
-}
-
-namespace {
-
-net::awaitable<bool> verify_on_pool(std::string hash, std::string password) {
-    co_return crypto_pwhash_str_verify(hash.c_str(), password.c_str(), password.size()) == 0;
-}
-
-// "" when libsodium cannot (out of memory): failures cross co_spawn as values.
-net::awaitable<std::string> hash_on_pool(std::string password) {
-    char buf[crypto_pwhash_STRBYTES];
-    if (crypto_pwhash_str(buf, password.c_str(), password.size(),
-                          crypto_pwhash_OPSLIMIT_INTERACTIVE,
-                          crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0) {
-        co_return std::string();
-    }
-    co_return std::string(buf);
-}
-
-}  // namespace
-
-net::awaitable<bool> gateway::verify_password(std::string hash, std::string password) {
-    co_return co_await net::co_spawn(cpu_, verify_on_pool(std::move(hash), std::move(password)),
-                                     net::use_awaitable);
-}
-
-net::awaitable<std::string> gateway::hash_password(std::string password) {
-    auto hash = co_await net::co_spawn(cpu_, hash_on_pool(std::move(password)), net::use_awaitable);
-    if (hash.empty()) throw core::error("out of memory hashing a password");
-    co_return hash;
-}
-
-net::awaitable<sign_in_result> gateway::sign_in(principal p, std::string account,
-                                                std::string password, std::string remote) {
-    sign_in_result out;
-    if (auto wait = limiter_.begin(account, remote); wait > 0) {
-        out.retry_after = wait;
-        co_return out;
-    }
-    // Every path out of here ends the reserved attempt: a failure unless marked otherwise.
-    struct attempt {
-        login_limiter& l;
-        const std::string& account;
-        const std::string& address;
-        bool ok = false;
-        ~attempt() { l.end(account, address, ok); }
-    } guard{limiter_, account, remote};
-    const auto sql = std::string("SELECT ") + kAppUserColumns +
-                     ", u.password_hash FROM public.app_users u WHERE lower(u.email) = $1";
-    auto t = co_await db_->begin(std::move(p));
-    auto row = co_await t.query_and_commit(sql, account);
-    const bool found = !row.empty();
-    const std::string hash = found ? row.get<std::string>(0, "password_hash") : dummy_hash_;
-    const bool ok = co_await verify_password(hash, password);
-    if (found && ok) {
-        out.verified = true;
-        out.user = app_user_at(row, 0);
-        guard.ok = !out.user.disabled;
-    }
-    co_return out;
-}
-
-net::awaitable<response> gateway::login(request r) {
-    if (r.media_type() != "application/json") {
-        throw http_error(415, "unsupported_media_type", "send application/json");
-    }
-    auto body = parse_object_body(r.body);
-    auto email = req_string(body, "email");
-    auto password = opt_string(body, "password").value_or("");
-    if (password.empty()) throw http_error(422, "invalid_field", "password is required");
-    if (email.size() > 320 || password.size() > 1024) {
-        throw http_error(422, "invalid_field", "email or password is too long");
-    }
-    std::string account = email;
-    for (auto& ch : account) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    // Which workspace the session is for: the body's workspaceId, else the browser's active
-    // workspace cookie, else the registry's default; none = the gateway's own database.
-    std::optional<std::string> wanted = opt_string(body, "workspaceId");
-    if (wanted && !core::is_valid_uuid(*wanted)) {
-        throw http_error(422, "invalid_field", "workspaceId must be a UUID");
-    }
-    std::optional<workspace> ws;
-    std::optional<http_error> reg_err;
-    try {
-        ws = login_workspace(r, wanted);
-    } catch (const registry_error& e) {
-        reg_err = http_error(500, "registry_corrupt", e.what());
-    }
-    if (reg_err) throw *reg_err;
-    principal svc;
-    svc.who = principal::kind::service;
-    pick_database(r, svc);
-    svc.workspace_id = ws ? ws->id : "";
-    svc.workspace_url = ws ? database_of(*ws) : "";
-    auto result = co_await sign_in(svc, account, password, r.remote);
-    if (result.retry_after > 0) {
-        http_error e(429, "too_many_attempts", "too many failed sign-in attempts; try again later");
-        e.extra.add("Retry-After", std::to_string(result.retry_after));
-        throw e;
-    }
-    if (!result.verified || result.user.disabled) {
-        core::log::warn("login failed", {{"remote", r.remote}});
-        throw unauthorized("invalid email or password");
-    }
-    const auto& user = result.user;
-    const auto now = core::now_unix_ms() / 1000;
-    const auto ttl = static_cast<long long>(cfg_.session_ttl_s);
-    json_out c;
-    c.w.StartObject();
-    c.kv("sub", user.id);
-    c.kv("role", "authenticated");
-    c.kv("aud", "authenticated");
-    c.kv("iss", "awp");
-    c.kv("email", user.email);
-    c.kv("jti", core::uuid::generate_v4().to_string());
-    c.key("iat");
-    c.w.Int64(now);
-    c.key("exp");
-    c.w.Int64(now + ttl);
-    if (ws) c.kv(kWorkspaceClaim, ws->id);
-    // A user of no tenant gets a session without one: every /api route refuses it (403
-    // no_tenant), as it refuses any such token.
-    c.key("app_metadata");
-    c.w.StartObject();
-    if (!user.tenant_id.empty()) c.kv("tenant_id", user.tenant_id);
-    if (user.is_operator) c.kv("awp_role", "operator");
-    c.w.EndObject();
-    c.w.EndObject();
-    const auto token = crypto::jwt_sign_hs256(
-        c.str(), ws ? crypto::workspace_session_key(cfg_.jwt_secret, ws->id) : cfg_.jwt_secret);
-    auto t2 = co_await db_->begin(svc);
-    co_await t2.query_and_commit("UPDATE public.app_users SET last_login_at = now() WHERE id = $1",
-                                 user.id);
-    json_out out;
-    out.w.StartObject();
-    out.key("user");
-    out.w.StartObject();
-    out.kv("id", user.id);
-    out.kv("email", user.email);
-    out.key("tenantId");
-    if (user.tenant_id.empty()) {
-        out.w.Null();
-    } else {
-        out.str(user.tenant_id);
-    }
-    out.key("isOperator");
-    out.w.Bool(user.is_operator);
-    out.w.EndObject();
-    out.key("workspaceId");
-    if (ws) {
-        out.str(ws->id);
-    } else {
-        out.w.Null();
-    }
-    out.key("expiresAt");
-    out.w.Int64(now + ttl);
-    out.w.EndObject();
-    auto res = response::json(200, out.str());
-    http::cookie_options co;
-    co.max_age = ttl;
-    co.secure = cfg_.cookie_secure;
-    res.header.add("Set-Cookie", http::set_cookie(kSessionCookie, token, co));
-    if (ws) {
-        http::cookie_options wc;
-        wc.max_age = 31536000;
-        wc.secure = cfg_.cookie_secure;
-        res.header.add("Set-Cookie", http::set_cookie(kActiveWorkspaceCookie, ws->id, wc));
-    }
-    core::log::info("login", {{"user_id", user.id}, {"tenant_id", user.tenant_id}});
-    co_return res;
-}
-
-net::awaitable<response> gateway::logout(request r) {
-    auto p = require_session(r);
-    if (!p.jti.empty()) {
-        std::lock_guard lock(revoked_mu_);
-        const auto now = core::now_unix_ms() / 1000;
-        std::erase_if(revoked_, [&](const auto& kv) { return kv.second < now; });
-        revoked_[p.jti] = p.exp;
-    }
-    // A session of /auth/v1 (an @supabase/ssr cookie holding its token): signed out there too,
-    // so its refresh token cannot bring it back.
-    if (!p.session_id.empty() && p.workspace_id.empty()) {
-        co_await sign_out(p.sub, p.session_id, "local", "logout");
-    }
-    auto res = response::json(200, R"({"ok":true})");
-    http::cookie_options co;
-    co.max_age = 0;
-    co.secure = cfg_.cookie_secure;
-    res.header.add("Set-Cookie", http::set_cookie(kSessionCookie, "", co));
-    co_return res;
-}
-
-net::awaitable<response> gateway::whoami(request r) {
-    auto p = require_session(r);
-    auto t = co_await db_->begin(p);
-    // The tenant's row as RLS lets the caller see it (null when the tenant is not in the
-    // active workspace's database).
-    auto row = co_await t.query_and_commit(  // one round trip with the role and claims
-        "SELECT public.current_tenant_id()::text AS tenant, (SELECT row_to_json(x) FROM "
-        "(SELECT t.id, t.name, t.slug FROM public.tenants t WHERE t.id = "
-        "public.current_tenant_id()) x)::text AS tenant_row");
-    json_out out;
-    out.w.StartObject();
-    out.kv("userId", p.sub);
-    out.kv("tenantId", row.get<std::string>(0, "tenant"));
-    out.kv("email", p.email);
-    out.key("isOperator");
-    out.w.Bool(p.is_operator);
-    out.key("tenant");
-    if (auto tr = row.get_optional<std::string>(0, "tenant_row")) {
-        out.raw(*tr);
-    } else {
-        out.w.Null();
-    }
-    out.key("workspaceId");
-    if (p.workspace_id.empty()) {
-        out.w.Null();
-    } else {
-        out.str(p.workspace_id);
-    }
-    out.w.EndObject();
-    co_return response::json(200, out.str());
 }
 
 }  // namespace awp::api

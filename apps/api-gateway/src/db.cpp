@@ -55,24 +55,34 @@ db_pool::~db_pool() {
 }
 
 void db_pool::retain(std::uint64_t generation, const std::map<std::string, std::string>& live) {
-    std::lock_guard lock(mu_);
-    if (generation < generation_) return;  // a request that read the registry before another
-    for (auto it = pools_.begin(); it != pools_.end();) {
-        auto l = live.find(it->first);
-        if (l == live.end() || l->second != it->second.url) {
-            core::log::info("workspace pool closed",
-                            {{"workspace_id", it->first},
-                             {"reason", l == live.end() ? "workspace removed" : "url changed"}});
-            it->second.pool->close();
-            it = pools_.erase(it);
-        } else {
-            ++it;
+    std::vector<std::string> closed;
+    {
+        std::lock_guard lock(mu_);
+        if (generation < generation_) return;  // a request that read the registry before another
+        for (auto it = pools_.begin(); it != pools_.end();) {
+            auto l = live.find(it->first);
+            if (l == live.end() || l->second != it->second.url) {
+                core::log::info(
+                    "workspace pool closed",
+                    {{"workspace_id", it->first},
+                     {"reason", l == live.end() ? "workspace removed" : "url changed"}});
+                it->second.pool->close();
+                closed.push_back(it->first);
+                it = pools_.erase(it);
+            } else {
+                ++it;
+            }
         }
+        generation_ = generation;
     }
-    generation_ = generation;
+    for (const auto& id : closed) on_closed(id);
 }
 
-std::shared_ptr<db_pool::impl> db_pool::pool_for(const principal& p) {
+void db_pool::on_closed(const std::string& workspace_id) const {
+    if (on_workspace_closed) on_workspace_closed(workspace_id);
+}
+
+std::shared_ptr<db_pool::impl> db_pool::pool_for(const principal& p, bool background) {
     if (!p.registry_error.empty()) {
         throw http_error(500, "registry_corrupt", p.registry_error);
     }
@@ -84,13 +94,26 @@ std::shared_ptr<db_pool::impl> db_pool::pool_for(const principal& p) {
                          "database's connection string; an operator adds it as databaseUrl "
                          "(POST /api/workspaces, docs/api-gateway.md)");
     }
+    std::vector<std::string> closed;
+    struct notify_closed {  // after the lock: the listener may look at the pools
+        const db_pool& d;
+        std::vector<std::string>& ids;
+        ~notify_closed() {
+            for (const auto& id : ids) d.on_closed(id);
+        }
+    } after{*this, closed};
     std::lock_guard lock(mu_);
     auto it = pools_.find(p.workspace_id);
     if (it != pools_.end() && it->second.url != p.workspace_url) {
         // The registry changed under us (retain has not seen it yet): the old url is stale.
         it->second.pool->close();
+        closed.push_back(it->first);
         pools_.erase(it);
         it = pools_.end();
+    }
+    if (it == pools_.end() && background) {
+        // A background read (sessions.hpp) neither opens a workspace's pool nor keeps it open.
+        throw core::error("the workspace's pool is closed");
     }
     if (it == pools_.end()) {
         if (pools_.size() >= max_pools_) {
@@ -100,6 +123,7 @@ std::shared_ptr<db_pool::impl> db_pool::pool_for(const principal& p) {
             core::log::info("workspace pool closed",
                             {{"workspace_id", lru->first}, {"reason", "least recently used"}});
             lru->second.pool->close();
+            closed.push_back(lru->first);
             pools_.erase(lru);
         }
         workspace_pool w;
@@ -110,7 +134,7 @@ std::shared_ptr<db_pool::impl> db_pool::pool_for(const principal& p) {
                         {{"workspace_id", p.workspace_id},
                          {"database", core::log::redact_dsn(p.workspace_url)}});
     }
-    it->second.used = ++tick_;
+    if (!background) it->second.used = ++tick_;
     return it->second.pool;
 }
 
@@ -352,8 +376,8 @@ net::awaitable<db_pool::tx> db_pool::begin_own(pg::connection::pipelined setup) 
     co_return t;
 }
 
-net::awaitable<db_pool::tx> db_pool::begin(principal p) {
-    auto pool = pool_for(p);
+net::awaitable<db_pool::tx> db_pool::begin(principal p, bool background) {
+    auto pool = pool_for(p, background);
     tx t;
     t.pool_ = pool;
     slot s = co_await pool->ch.async_receive(net::use_awaitable);

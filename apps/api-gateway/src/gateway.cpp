@@ -27,6 +27,7 @@
 #include "json.hpp"
 #include "registry.hpp"
 #include "rest_state.hpp"
+#include "sessions.hpp"
 
 namespace awp::api {
 
@@ -97,6 +98,12 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
                    "tabs refreshing at once); a use after that signs the session out")
         ->envname("API_REFRESH_REUSE_INTERVAL")
         ->check(CLI::Range(0.0, 600.0))
+        ->capture_default_str();
+    app.add_option("--reauthenticate-after", c.reauthenticate_after_s,
+                   "Seconds after its sign-in a session must send current_password to change "
+                   "the password (PUT /auth/v1/user; 0 = always)")
+        ->envname("API_REAUTHENTICATE_AFTER")
+        ->check(CLI::Range(0.0, 365.0 * 24 * 3600))
         ->capture_default_str();
     app.add_option("--signup", c.signup,
                    "Self-service sign-up on POST /auth/v1/signup (on/off; off: users are made by "
@@ -355,6 +362,15 @@ gateway::gateway(net::io_context& ioc, gateway_config cfg)
     if (sodium_init() < 0) throw core::error("libsodium failed to initialise");
     db_ =
         std::make_unique<db_pool>(ioc_, cfg_.database_url, cfg_.db_pool_size, cfg_.workspace_pools);
+    session_store::options so;
+    so.jwt_secret = cfg_.jwt_secret;
+    so.api_ttl_s = cfg_.session_ttl_s;
+    so.jwt_expiry_s = cfg_.jwt_expiry_s;
+    so.refresh_reuse_interval_s = cfg_.refresh_reuse_interval_s;
+    // LISTEN needs a session: behind a transaction pooler it is the direct DSN.
+    so.listen_dsn = cfg_.wake_database_url.empty() ? cfg_.database_url : cfg_.wake_database_url;
+    sessions_ = std::make_unique<session_store>(ioc_, *db_, std::move(so));
+    db_->on_workspace_closed = [this](const std::string& id) { sessions_->deactivate(id); };
     registry_ = std::make_unique<registry>(cfg_.config_dir);
     char buf[crypto_pwhash_STRBYTES];
     const auto pw = core::crypto::random_bytes(16);
@@ -385,27 +401,36 @@ unsigned short gateway::port() const { return server_->port(); }
 
 net::awaitable<void> gateway::run() {
     start_schema_listener();
+    // The signed-out sessions of every database a token may name (the own one, each registered
+    // workspace's) are read before the first request is served: a restart forgets no sign-out.
+    // A database that does not answer within the wait is read in the background; until then
+    // its sessions' tokens are refused (503), never let through.
+    sessions_->start();
+    try {
+        retain_workspaces(*registry_->snapshot());
+    } catch (const registry_error& e) {
+        core::log::warn("workspace registry unreadable at start", {{"error", e.what()}});
+    }
+    co_await sessions_->wait_all_ready(std::chrono::seconds(5));
     core::daemon::notify_ready();
-    // Signed-out sessions whose tokens may still be alive: refused from the start, not only
-    // those signed out since (in the background: a database that is down must not keep the
-    // gateway from serving what needs none).
-    auto loader = std::make_shared<std::atomic<bool>>(false);
-    net::co_spawn(ioc_, load_revoked_sessions(),
-                  [loader](const std::exception_ptr&) { *loader = true; });
     realtime_->start();
     co_await server_->run();
     co_await realtime_->wait_stopped(std::chrono::seconds(5));
-    // The loader holds a pooled connection while it runs: let it end before the pool goes.
-    net::steady_timer wait(ioc_);
-    for (int i = 0; i < 500 && !*loader; ++i) {
-        wait.expires_after(std::chrono::milliseconds(10));
-        co_await wait.async_wait(net::use_awaitable);
-    }
+    // Its reads hold pooled connections: let them end before the pool goes.
+    co_await sessions_->wait_stopped(std::chrono::seconds(5));
+}
+
+net::awaitable<response> gateway::ready_then(net::awaitable<response> (gateway::*fn)(request),
+                                             request r) {
+    const auto workspace = session_workspace(r);
+    if (!workspace.empty()) co_await sessions_->wait_ready(workspace, std::chrono::seconds(5));
+    co_return co_await (this->*fn)(std::move(r));
 }
 
 void gateway::request_stop() {
     stopping_ = true;
     if (rest_ && rest_->listener) rest_->listener->stop();
+    if (sessions_) sessions_->stop();
     if (realtime_) realtime_->stop();
     server_->stop();
 }
@@ -420,6 +445,9 @@ http::router gateway::routes() {
             if (req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS") {
                 check_same_origin(req);
             }
+            // A registered workspace not watched now: its sessions' sign-outs are read before a
+            // request of one of them is handled (sessions.hpp); else straight to the handler.
+            if (sessions_->idle_workspaces() != 0) return ready_then(fn, std::move(req));
             return (this->*fn)(std::move(req));
         };
     };
@@ -479,6 +507,7 @@ http::router gateway::routes() {
     r.add("GET", "/auth/v1/user", gotrue(&gateway::auth_user_get), auth_small);
     r.add("PUT", "/auth/v1/user", gotrue(&gateway::auth_user_put), auth_body);
     r.add("POST", "/auth/v1/logout", gotrue(&gateway::auth_logout), auth_body);
+    r.add("GET", "/auth/v1/reauthenticate", gotrue(&gateway::auth_reauthenticate), auth_small);
     r.add("GET", "/auth/v1/settings", gotrue(&gateway::auth_settings), auth_small);
     r.add("GET", "/auth/v1/health", gotrue(&gateway::auth_health), auth_small);
     r.add("GET", "/auth/v1/.well-known/jwks.json", gotrue(&gateway::auth_jwks), auth_small);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,8 +60,11 @@ struct gateway_config {
     // /auth/v1 (gotrue.cpp, docs/data-api.md, "Signing in")
     double jwt_expiry_s = 3600;            // API_JWT_EXPIRY: access tokens of /auth/v1 (GoTrue's)
     double refresh_reuse_interval_s = 10;  // API_REFRESH_REUSE_INTERVAL (GoTrue's)
-    bool signup = false;                   // API_SIGNUP: self-service POST /auth/v1/signup
-    std::string signup_tenant;             // API_SIGNUP_TENANT: the tenant new users join ("" none)
+    /// API_REAUTHENTICATE_AFTER: a session signed in longer ago must send current_password to
+    /// change the password (GoTrue's reauthentication, 24 h); 0 = always.
+    double reauthenticate_after_s = 24 * 3600;
+    bool signup = false;        // API_SIGNUP: self-service POST /auth/v1/signup
+    std::string signup_tenant;  // API_SIGNUP_TENANT: the tenant new users join ("" none)
     // GET /api/config's entry for the gateway's own database (issue 34)
     std::string workspace_id;                     // API_WORKSPACE_ID (else derived from JWT_SECRET)
     std::string workspace_label = "awp";          // API_WORKSPACE_LABEL
@@ -120,9 +124,10 @@ struct principal {
     std::string tenant_id;
     std::string email;
     std::string jti;
-    std::string session_id;  // the /auth/v1 session of the token ("" = none)
+    std::string session_id;  // the session of the token, of either face ("" = none: awpctl token)
     std::string role;        // the token's role claim (service: "service_role")
     long long exp = 0;
+    long long iat = 0;  // 0 = none
     /// An operator may change the host's configuration (the workspace registry): the service
     /// role, or a user whose verified claims carry app_metadata.awp_role = "operator".
     bool is_operator = false;
@@ -147,7 +152,7 @@ struct data_principal {
     /// an insufficient privilege (42501) 403 rather than 401. The anon key is not authed.
     bool has_jwt = false;
     std::string sub;         ///< the user (authenticated), "" otherwise
-    std::string session_id;  ///< the /auth/v1 session the token belongs to ("" = none)
+    std::string session_id;  ///< the session the token belongs to ("" = none)
 };
 
 /// A login user (app_users) as the sign-in paths read it.
@@ -176,7 +181,8 @@ struct sign_in_result {
 
 /// Access tokens already verified (token text -> principal), so a session's next requests skip
 /// libjwt's decode, the HMAC and the claims parse. exp and nbf are checked on every hit (with
-/// the same leeway), revocation by the caller. At most kMax entries (expired ones go first).
+/// the same leeway); revocation by the caller, on every hit too (session_store::check). At most
+/// kMax entries (expired ones go first).
 class token_cache {
 public:
     static constexpr std::size_t kMax = 4096;
@@ -295,7 +301,9 @@ public:
     /// gateway's own); BEGIN and the settings go with its first statement. 500
     /// registry_corrupt, 502 workspace_needs_database_url (a platform URL without its
     /// connection string), 502 database_unreachable or workspace_role_unsafe otherwise.
-    net::awaitable<tx> begin(principal p);
+    /// `background` (the session module's reads): a workspace's pool is neither opened (throws
+    /// when it is closed) nor counted as used.
+    net::awaitable<tx> begin(principal p, bool background = false);
     /// A transaction on the gateway's own database whose setup is `setup` (the data API's role,
     /// claims and settings: rest.cpp), sent with the first statements.
     net::awaitable<tx> begin_own(pg::connection::pipelined setup);
@@ -304,9 +312,13 @@ public:
     /// changed; `generation` is the registry snapshot's, so a caller can skip unchanged ones.
     void retain(std::uint64_t generation, const std::map<std::string, std::string>& live);
     [[nodiscard]] std::uint64_t retained_generation() const noexcept { return generation_; }
+    /// Called (outside the pool's lock) when a workspace's pool closes: the workspace left the
+    /// registry, changed its url, or was the least recently used. Set once, before use.
+    std::function<void(const std::string& workspace_id)> on_workspace_closed;
 
 private:
-    std::shared_ptr<impl> pool_for(const principal& p);
+    std::shared_ptr<impl> pool_for(const principal& p, bool background);
+    void on_closed(const std::string& workspace_id) const;
 
     net::io_context& ioc_;
     std::size_t size_;
@@ -329,6 +341,8 @@ net::awaitable<std::string> rls_bypass_reason(pg::connection& c);
 
 class registry;
 class connector_registry;
+class session_store;
+struct registry_snapshot;
 struct rest_state;
 struct workspace;
 
@@ -368,9 +382,6 @@ public:
     /// an invalid or expired token, PGRST303 bad claims, a signed-out session) with
     /// WWW-Authenticate.
     data_principal data_api_principal(const request& r) const;
-    /// Revokes /auth/v1 sessions in this process (id -> the last second their access tokens are
-    /// valid): their tokens are refused from now on, on /api and on the data API.
-    void revoke_sessions(const std::vector<std::pair<std::string, long long>>& sessions) const;
     /// Cross-site state-changing requests are refused (403). The router calls it for every
     /// method but GET, HEAD and OPTIONS (routes()).
     void check_same_origin(const request& r) const;
@@ -383,6 +394,7 @@ public:
     /// Request rates per client address and user (limits.hpp): /rest/v1, /auth/v1, joins.
     request_rates& rates() { return *rates_; }
     registry& workspaces() { return *registry_; }
+    session_store& sessions() { return *sessions_; }
     connector_registry& connectors() { return *connectors_; }
 
 private:
@@ -427,6 +439,7 @@ private:
     net::awaitable<response> auth_user_get(request r);
     net::awaitable<response> auth_user_put(request r);
     net::awaitable<response> auth_logout(request r);
+    net::awaitable<response> auth_reauthenticate(request r);
     net::awaitable<response> auth_settings(request r);
     net::awaitable<response> auth_health(request r);
     net::awaitable<response> auth_jwks(request r);
@@ -441,14 +454,29 @@ private:
     net::awaitable<response> admin_unsupported(request r);
     net::awaitable<response> password_grant(request r);
     net::awaitable<response> refresh_grant(request r);
-    /// A new /auth/v1 session of user `user_id` (its row, its first refresh token, the user's
-    /// last sign-in): the session's JSON as auth-js reads it.
-    net::awaitable<std::string> start_session(std::string user_id, request r);
-    /// An access token of session `session_id` for `u`, issued at `now` (claims in
-    /// docs/data-api.md, "Signing in").
-    [[nodiscard]] std::string access_token(const app_user& u, const std::string& session_id,
-                                           long long auth_time, long long now,
-                                           const request& r) const;
+    /// A new session of user `user_id` through /auth/v1: its JSON as auth-js reads it.
+    net::awaitable<response> start_auth_session(std::string user_id, request r);
+    /// The caller of an /auth/v1 route that needs a user (GET/PUT /user, /logout,
+    /// /reauthenticate): its bearer token verified, its user read, its session live in the
+    /// database and not revoked (session_store::check); GoTrue's refusals otherwise.
+    struct auth_caller {
+        app_user user;
+        std::string session_id;  // "" = a token of no session
+        double session_age_s = 0;
+        std::string password_hash;  // for_update only
+    };
+    net::awaitable<auth_caller> auth_caller_of(const request& r, bool for_update);
+    /// A password change's proof that the session's user is there (PUT /user): a live session,
+    /// and when it signed in more than API_REAUTHENTICATE_AFTER ago, the current password.
+    net::awaitable<void> check_reauthentication(const auth_caller& c, std::string current,
+                                                std::string nonce, std::string remote);
+    /// An /api handler once the session module watches the workspace of the request's session
+    /// (the router's way when a registered workspace is not watched: sessions.hpp).
+    net::awaitable<response> ready_then(net::awaitable<response> (gateway::*fn)(request),
+                                        request r);
+    /// The workspace of the request's user session when its token verifies ("" otherwise, and
+    /// for the gateway's own database), the registry retained first (auth.cpp).
+    std::string session_workspace(const request& r) const;
     /// Runs an /auth/v1 handler: any failure answered in GoTrue's error shape, CORS on every
     /// answer.
     net::awaitable<response> auth_v1(net::awaitable<response> (gateway::*fn)(request), request r);
@@ -457,13 +485,6 @@ private:
                                              request r);
     /// OPTIONS on a data-API path (/auth/v1, /rest/v1): the CORS preflight.
     net::awaitable<response> data_api_preflight(request r);
-    /// The sessions revoked in the database whose tokens may still be alive, into this
-    /// process's set (on start; retried while the database is unreachable).
-    net::awaitable<void> load_revoked_sessions();
-    /// Signs out sessions of `user_id` in the database and in this process: scope "local" the
-    /// one session, "global" all, "others" all but it. Returns how many.
-    net::awaitable<std::size_t> sign_out(std::string user_id, std::string session_id,
-                                         std::string scope, std::string reason);
     // rest.cpp: the data API (/rest/v1), its schema cache and its reloads
     net::awaitable<response> rest_request(request r);
     net::awaitable<std::shared_ptr<const rest::schema_cache>> schema_cache();
@@ -479,12 +500,19 @@ private:
                                            std::string remote);
     /// Argon2id hash of a new password on the cpu pool.
     net::awaitable<std::string> hash_password(std::string password);
-    [[nodiscard]] bool is_revoked(const principal& p) const;
+    /// Refuses a user token whose session (or, for a token of no session, whose user) was
+    /// revoked: 401 signed out; 503 while its database's revocations are not loaded yet.
+    void admit(const principal& p) const;
+    /// A verified token (cached), not yet checked for revocation (admit does, after
+    /// pick_database); nullopt with service_key for the service-role key.
     std::optional<principal> token_principal(std::string_view token, bool& service_key) const;
     /// Sets p's database (auth.cpp): a user's from its session's workspace (401 when that
     /// workspace left the registry); the service role's from the awp_active_workspace cookie,
     /// else the registry's default, else the gateway's own.
     void pick_database(const request& r, principal& p) const;
+    /// The registry now: pools and session watches of workspaces that left it (or changed their
+    /// url) close, watches of new ones start (auth.cpp).
+    void retain_workspaces(const registry_snapshot& snap) const;
     /// The workspace a login (or the public config) is for: `wanted` if registered, else the
     /// awp_active_workspace cookie's, else the registry's default; nullopt = the gateway's own
     /// database. 404 when `wanted` names no workspace.
@@ -498,6 +526,7 @@ private:
     net::io_context& ioc_;
     gateway_config cfg_;
     std::unique_ptr<db_pool> db_;
+    std::unique_ptr<session_store> sessions_;  // after db_: it goes first (its reads use the pool)
     std::unique_ptr<registry> registry_;
     std::unique_ptr<connector_registry> connectors_;
     std::unique_ptr<http::server> server_;
@@ -514,12 +543,7 @@ private:
     std::map<std::string, resolved_gateway> own_gateway_ids_;  // workspace id ("" = own) ->
     mutable std::mutex validate_mu_;
     std::map<std::string, std::chrono::steady_clock::time_point> validate_last_;  // rate limit
-    mutable std::mutex revoked_mu_;
-    std::map<std::string, long long> revoked_;  // jti → exp, logged-out sessions
-    // /auth/v1 sessions signed out → until when their access tokens could be alive
-    mutable std::map<std::string, long long> revoked_sessions_;
     std::atomic<bool> stopping_{false};
-    std::atomic<bool> revocations_loaded_{false};
     mutable token_cache tokens_;
     mutable token_cache data_tokens_;  // the data API's (other roles, another leeway)
     std::string templates_json_ = "[]";

@@ -1,23 +1,19 @@
 // /auth/v1: the subset of GoTrue (Supabase Auth) that @supabase/supabase-js's auth client needs,
 // served from app_users: password and refresh-token grants, sign-up (off unless the operator
-// turns it on), the user, sign-out with its scopes, settings, health; sessions and rotated
-// refresh tokens in app_sessions / app_refresh_tokens; errors in GoTrue's shape; CORS as on the
-// hosted platform. docs/data-api.md, "Signing in".
+// turns it on), the user, a password change (a live session, re-authenticated when it signed in
+// long ago), sign-out with its scopes, settings, health; errors in GoTrue's shape; CORS as on
+// the hosted platform. The sessions are the session module's (sessions.hpp), the same as /api's.
+// docs/data-api.md, "Signing in".
 #include <algorithm>
 #include <cctype>
-
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/ip/address.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include "auth_policy.hpp"
 #include "awp/core/crypto.hpp"
 #include "awp/core/log.hpp"
-#include "awp/core/time.hpp"
 #include "awp/core/uuid.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
+#include "sessions.hpp"
 #include "users.hpp"
 
 namespace awp::api {
@@ -154,52 +150,12 @@ std::string lower(std::string s) {
     return s;
 }
 
-/// A new refresh token: 256 random bits, base64url. Only its SHA-256 is stored.
-std::string new_refresh_token() { return crypto::base64url_encode(crypto::random_bytes(32)); }
-
-/// The child of a used refresh token, sealed so that only a holder of the used token can open
-/// it (the reuse interval's answer): AES-256-GCM under HKDF(used token).
-std::string seal_child(const std::string& parent, const std::string& child) {
-    const auto key = crypto::hkdf_sha256(parent, "awp-refresh-child-v1", "child", 32);
-    auto g = crypto::aes256_gcm_encrypt(key, child);
-    return crypto::hex_encode(g.iv + g.tag + g.ciphertext);
-}
-
-std::optional<std::string> open_child(const std::string& parent, const std::string& sealed_hex) {
-    try {
-        const auto raw = crypto::hex_decode(sealed_hex);
-        if (raw.size() <= crypto::kGcmIvSize + crypto::kGcmTagSize) return std::nullopt;
-        const auto key = crypto::hkdf_sha256(parent, "awp-refresh-child-v1", "child", 32);
-        return crypto::aes256_gcm_decrypt(key, raw.substr(0, crypto::kGcmIvSize),
-                                          raw.substr(crypto::kGcmIvSize, crypto::kGcmTagSize),
-                                          raw.substr(crypto::kGcmIvSize + crypto::kGcmTagSize));
-    } catch (const crypto::crypto_error&) {
-        return std::nullopt;
-    }
-}
-
-/// The client's address as Postgres' inet, or nullopt.
-std::optional<std::string> inet_of(const std::string& remote) {
-    boost::system::error_code ec;
-    auto a = net::ip::make_address(remote, ec);
-    if (ec) return std::nullopt;
-    return a.to_string();
-}
-
-/// The User-Agent, printable ASCII only (it goes into a text column), at most 512 bytes.
-std::string user_agent_of(const request& r) {
-    std::string out;
-    for (char c : r.header.get("user-agent").value_or("")) {
-        if (c >= 0x20 && c < 0x7f) out += c;
-        if (out.size() >= 512) break;
-    }
-    return out;
-}
-
-/// The verified claims of an /auth/v1 route's bearer token (GET/PUT /user, /logout).
+/// The verified claims of an /auth/v1 route's bearer token (GET/PUT /user, /logout,
+/// /reauthenticate): a session's (either face's) or a token of no session (awpctl token).
 struct bearer_session {
     std::string sub;
-    std::string session_id;  // "" = a token of no /auth/v1 session (awpctl token, /api login)
+    std::string session_id;  // "" = a token of no session
+    long long iat = 0;
 };
 
 bearer_session verify_bearer(const request& r, const std::string& secret) {
@@ -231,6 +187,9 @@ bearer_session verify_bearer(const request& r, const std::string& secret) {
     bearer_session s;
     s.sub = core::json::string_or(d, "sub");
     s.session_id = core::json::string_or(d, "session_id");
+    if (auto it = d.FindMember("iat"); it != d.MemberEnd() && it->value.IsNumber()) {
+        s.iat = static_cast<long long>(it->value.GetDouble());
+    }
     if (core::json::string_or(d, "role") != "authenticated" || !core::is_valid_uuid(s.sub)) {
         throw gotrue_error(403, "bad_jwt", "invalid claim: missing sub claim");
     }
@@ -269,7 +228,11 @@ principal own_service() {
     return p;
 }
 
-long long unix_now() { return core::now_unix_ms() / 1000; }
+gotrue_error rate_limited(long retry_after) {
+    gotrue_error e(429, "over_request_rate_limit", "Request rate limit reached");
+    e.retry_after = retry_after;
+    return e;
+}
 
 }  // namespace
 
@@ -328,137 +291,46 @@ net::awaitable<response> gateway::auth_v1(net::awaitable<response> (gateway::*fn
     co_return std::move(*answer);
 }
 
-// ---- sessions -------------------------------------------------------------------------------
+// ---- the caller of /user, /logout, /reauthenticate ------------------------------------------
 
-std::string gateway::access_token(const app_user& u, const std::string& session_id,
-                                  long long auth_time, long long now, const request& r) const {
-    json_out c;
-    c.w.StartObject();
-    c.kv("aud", "authenticated");
-    c.key("exp");
-    c.w.Int64(now + static_cast<long long>(cfg_.jwt_expiry_s));
-    c.key("iat");
-    c.w.Int64(now);
-    c.kv("iss", public_base_url(r) + "/auth/v1");
-    c.kv("sub", u.id);
-    c.kv("email", u.email);
-    c.kv("phone", "");
-    c.key("app_metadata");
-    c.raw(app_metadata_json(u));
-    c.key("user_metadata");
-    c.raw(u.user_metadata);
-    c.kv("role", "authenticated");
-    c.kv("aal", "aal1");
-    c.key("amr");
-    c.w.StartArray();
-    c.w.StartObject();
-    c.kv("method", "password");
-    c.key("timestamp");
-    c.w.Int64(auth_time);
-    c.w.EndObject();
-    c.w.EndArray();
-    c.kv("session_id", session_id);
-    c.key("is_anonymous");
-    c.w.Bool(false);
-    c.w.EndObject();
-    return crypto::jwt_sign_hs256(c.str(), cfg_.jwt_secret);
-}
-
-net::awaitable<std::string> gateway::start_session(std::string user_id, request r) {
-    const auto session_id = core::uuid::generate_v4().to_string();
-    const auto refresh = new_refresh_token();
-    const auto now = unix_now();
-    const auto expiry = static_cast<long long>(cfg_.jwt_expiry_s);
-    const auto ip = inet_of(r.remote);
-    const auto agent = user_agent_of(r);
-    const auto refresh_hash = crypto::sha256_hex(refresh);
-    const long long valid_until = now + expiry;
-    // One statement: the session, its first refresh token and the user's last sign-in.
-    const auto sql = std::string(
-                         "WITH u AS (UPDATE public.app_users u SET last_login_at = now() "
-                         "WHERE u.id = $1::uuid RETURNING ") +
-                     kAppUserColumns +
-                     "), s AS (INSERT INTO public.app_sessions (id, user_id, tokens_valid_until, "
-                     "user_agent, ip) SELECT $2::uuid, u.id::uuid, to_timestamp($3), "
-                     "NULLIF($4, ''), $5::inet FROM u "
-                     "RETURNING extract(epoch FROM created_at)::bigint AS auth_time), "
-                     "t AS (INSERT INTO public.app_refresh_tokens (token_sha256, session_id, "
-                     "user_id) SELECT decode($6, 'hex'), $2::uuid, $1::uuid FROM s) "
-                     "SELECT u.*, s.auth_time FROM u, s";
-    auto t = co_await db_->begin(own_service());
-    auto row =
-        co_await t.query_and_commit(sql, user_id, session_id, valid_until, agent, ip, refresh_hash);
-    if (row.empty()) throw gotrue_error(404, "user_not_found", "User not found");
-    const auto u = app_user_at(row, 0);
-    const auto auth_time = row.get<long long>(0, "auth_time");
-    const auto token = access_token(u, session_id, auth_time, now, r);
-    core::log::info("auth session started", {{"user_id", u.id}, {"session_id", session_id}});
-    co_return session_json(token, expiry, now + expiry, refresh, u);
-}
-
-net::awaitable<std::size_t> gateway::sign_out(std::string user_id, std::string session_id,
-                                              std::string scope, std::string reason) {
+net::awaitable<gateway::auth_caller> gateway::auth_caller_of(const request& r, bool for_update) {
+    const auto b = verify_bearer(r, cfg_.jwt_secret);
     std::optional<std::string> session;
-    if (!session_id.empty()) session = session_id;
+    if (!b.session_id.empty()) session = b.session_id;
+    // The user and, for a token of a session, whether the session is live: the database says,
+    // whichever face or process signed it out. As GoTrue: the user first (404), then the session.
+    const auto sql = std::string("SELECT ") + kAppUserColumns +
+                     (for_update ? ", u.password_hash" : ", NULL::text AS password_hash") +
+                     ", s.revoked_at IS NULL AS session_live, "
+                     "extract(epoch FROM now() - s.created_at)::float8 AS session_age "
+                     "FROM public.app_users u LEFT JOIN public.app_sessions s "
+                     "ON s.id = $2::uuid AND s.user_id = u.id WHERE u.id = $1::uuid";
     auto t = co_await db_->begin(own_service());
-    auto rows = co_await t.query_and_commit(
-        "WITH s AS (UPDATE public.app_sessions SET revoked_at = now(), revoked_reason = $4 "
-        "WHERE user_id = $1::uuid AND revoked_at IS NULL AND CASE $3 "
-        "WHEN 'local' THEN id = $2::uuid WHEN 'others' THEN id IS DISTINCT FROM $2::uuid "
-        "ELSE true END RETURNING id, tokens_valid_until), "
-        "t AS (UPDATE public.app_refresh_tokens SET revoked = true, revoked_at = now() "
-        "WHERE session_id IN (SELECT id FROM s) AND NOT revoked) "
-        "SELECT id::text, ceil(extract(epoch FROM tokens_valid_until))::bigint FROM s",
-        user_id, session, scope, reason);
-    std::vector<std::pair<std::string, long long>> gone;
-    for (int i = 0; i < rows.size(); ++i) {
-        gone.emplace_back(rows.get<std::string>(i, 0), rows.get<long long>(i, 1) + kLeeway);
+    auto row = co_await t.query_and_commit(sql, b.sub, session);
+    if (row.empty()) {
+        throw gotrue_error(404, "user_not_found", "User from sub claim in JWT does not exist");
     }
-    revoke_sessions(gone);
-    if (!gone.empty()) {
-        core::log::info("auth sessions signed out",
-                        {{"user_id", user_id}, {"count", gone.size()}, {"reason", reason}});
+    if (session && !row.get_optional<bool>(0, "session_live").value_or(false)) {
+        throw session_not_found();
     }
-    co_return gone.size();
-}
-
-net::awaitable<void> gateway::load_revoked_sessions() {
-    // Until this ran, a session signed out before the start is known only to the database
-    // (docs/security.md, "Sessions of /auth/v1"): retried while the database is unreachable.
-    net::steady_timer wait(ioc_);
-    for (int attempt = 0; !stopping_; ++attempt) {
-        std::string failure;
-        bool no_table = false;
-        try {
-            auto t = co_await db_->begin(own_service());
-            auto rows = co_await t.query_and_commit(
-                "SELECT id::text, ceil(extract(epoch FROM tokens_valid_until))::bigint "
-                "FROM public.app_sessions WHERE revoked_at IS NOT NULL "
-                "AND tokens_valid_until > now() - interval '1 minute'");
-            std::vector<std::pair<std::string, long long>> gone;
-            for (int i = 0; i < rows.size(); ++i) {
-                gone.emplace_back(rows.get<std::string>(i, 0), rows.get<long long>(i, 1) + kLeeway);
-            }
-            revoke_sessions(gone);
-            revocations_loaded_ = true;
-            core::log::info("signed-out sessions loaded", {{"count", gone.size()}});
-            co_return;
-        } catch (const pg::sql_error& e) {
-            no_table = e.sqlstate() == "42P01";  // a database older than sql/0028
-            failure = e.what();
-        } catch (const std::exception& e) {
-            failure = e.what();
-        }
-        if (no_table) {
-            core::log::warn("no app_sessions table: /auth/v1 needs awpctl migrate");
-            co_return;
-        }
-        if (attempt == 0 || attempt % 30 == 0) {
-            core::log::warn("cannot load signed-out sessions yet; retrying", {{"error", failure}});
-        }
-        wait.expires_after(std::chrono::seconds(2));
-        co_await wait.async_wait(net::as_tuple(net::use_awaitable));
+    // And what every route asks (sessions.hpp): a session signed out elsewhere a moment ago, a
+    // token of no session whose user was disabled, moved or removed since.
+    principal probe;
+    probe.sub = b.sub;
+    probe.session_id = b.session_id;
+    probe.iat = b.iat;
+    const auto state = sessions_->check(probe);
+    if (state == session_state::revoked) throw session_not_found();
+    if (state == session_state::unknown) {
+        throw gotrue_error(503, "unexpected_failure",
+                           "the signed-out sessions are not loaded yet; try again in a moment");
     }
+    auth_caller c;
+    c.user = app_user_at(row, 0);
+    c.session_id = b.session_id;
+    c.session_age_s = row.get_optional<double>(0, "session_age").value_or(0);
+    c.password_hash = row.get_optional<std::string>(0, "password_hash").value_or("");
+    co_return c;
 }
 
 // ---- POST /token ----------------------------------------------------------------------------
@@ -469,6 +341,20 @@ net::awaitable<response> gateway::auth_token(request r) {
     if (grant == "refresh_token") co_return co_await refresh_grant(std::move(r));
     throw gotrue_error(400, "validation_failed",
                        "unsupported_grant_type: this server takes password and refresh_token");
+}
+
+net::awaitable<response> gateway::start_auth_session(std::string user_id, request r) {
+    // Named, not temporaries in the co_await (docs/coroutines.md: GCC 12 frees some twice).
+    const session_db own;
+    const auto client = client_of(r);
+    const auto issuer = public_base_url(r) + "/auth/v1";
+    auto g =
+        co_await sessions_->issue(own, std::move(user_id), session_face::auth_v1, client, issuer);
+    // Gone or disabled since its password was checked (a race with an operator).
+    if (!g) throw gotrue_error(400, "user_banned", "User is banned");
+    const auto expiry = static_cast<long long>(cfg_.jwt_expiry_s);
+    co_return response::json(
+        200, session_json(g->access_token, expiry, g->expires_at, g->refresh_token, g->user));
 }
 
 net::awaitable<response> gateway::password_grant(request r) {
@@ -490,130 +376,47 @@ net::awaitable<response> gateway::password_grant(request r) {
     const gotrue_error invalid(400, "invalid_credentials", "Invalid login credentials");
     if (password.empty()) throw invalid;
     auto result = co_await sign_in(own_service(), lower(email), password, r.remote);
-    if (result.retry_after > 0) {
-        gotrue_error e(429, "over_request_rate_limit", "Request rate limit reached");
-        e.retry_after = result.retry_after;
-        throw e;
-    }
+    if (result.retry_after > 0) throw rate_limited(result.retry_after);
     if (!result.verified) {
         core::log::warn("auth sign-in failed", {{"remote", r.remote}});
         throw invalid;
     }
     // Only the holder of the right password learns that the account is disabled.
     if (result.user.disabled) throw gotrue_error(400, "user_banned", "User is banned");
-    const auto user_id = result.user.id;
-    auto session = co_await start_session(user_id, std::move(r));
-    co_return response::json(200, std::move(session));
+    co_return co_await start_auth_session(result.user.id, std::move(r));
 }
 
 net::awaitable<response> gateway::refresh_grant(request r) {
     auto body = body_of(r);
     const auto presented = field(body, "refresh_token");
-    const gotrue_error not_found(400, "refresh_token_not_found",
-                                 "Invalid Refresh Token: Refresh Token Not Found");
-    if (presented.empty() || presented.size() > 512) throw not_found;
-    const auto presented_hash = crypto::sha256_hex(presented);
-    // The token and its session, locked: two refreshes of one token run one after the other.
-    const auto sql = std::string("SELECT ") + kAppUserColumns +
-                     ", rt.id AS token_id, rt.revoked, "
-                     "COALESCE(extract(epoch FROM now() - rt.revoked_at), 0)::float8 "
-                     "AS revoked_for, encode(rt.child_sealed, 'hex') AS child_sealed, "
-                     "rt.session_id::text AS session_id, "
-                     "s.revoked_at IS NOT NULL AS session_revoked, "
-                     "COALESCE(s.not_after < now(), false) AS session_expired, "
-                     "extract(epoch FROM s.created_at)::bigint AS auth_time "
-                     "FROM public.app_refresh_tokens rt "
-                     "JOIN public.app_sessions s ON s.id = rt.session_id "
-                     "JOIN public.app_users u ON u.id = rt.user_id "
-                     "WHERE rt.token_sha256 = decode($1, 'hex') FOR UPDATE OF rt, s";
-    auto t = co_await db_->begin(own_service());
-    auto row = co_await t.query(sql, presented_hash);
-    if (row.empty() || row.get<bool>(0, "session_revoked")) {
-        co_await t.commit();
-        throw not_found;
+    const auto issuer = public_base_url(r) + "/auth/v1";
+    std::optional<session_grant> g;
+    std::optional<refresh_refusal> refused;
+    try {
+        g = co_await sessions_->refresh(presented, issuer);
+    } catch (const refresh_refused& e) {
+        refused = e.why();
     }
-    auto user = app_user_at(row, 0);
-    const auto token_id = row.get<long long>(0, "token_id");
-    const auto session_id = row.get<std::string>(0, "session_id");
-    const auto auth_time = row.get<long long>(0, "auth_time");
-    if (row.get<bool>(0, "session_expired")) {
-        co_await t.commit();
-        throw gotrue_error(400, "session_expired", "Invalid Refresh Token: Session Expired");
+    if (refused) {
+        switch (*refused) {
+            case refresh_refusal::already_used:
+                core::log::warn("refresh token reused", {{"remote", r.remote}});
+                throw gotrue_error(400, "refresh_token_already_used",
+                                   "Invalid Refresh Token: Already Used");
+            case refresh_refusal::session_expired:
+                throw gotrue_error(400, "session_expired",
+                                   "Invalid Refresh Token: Session Expired");
+            case refresh_refusal::user_banned:
+                throw gotrue_error(400, "user_banned", "User is banned");
+            case refresh_refusal::not_found:
+                break;
+        }
+        throw gotrue_error(400, "refresh_token_not_found",
+                           "Invalid Refresh Token: Refresh Token Not Found");
     }
-    if (user.disabled) {
-        co_await t.commit();
-        throw gotrue_error(400, "user_banned", "User is banned");
-    }
-    const auto now = unix_now();
     const auto expiry = static_cast<long long>(cfg_.jwt_expiry_s);
-    std::string refresh;  // the token the answer carries
-    if (row.get<bool>(0, "revoked")) {
-        // Used before. Within the reuse interval (two tabs refreshing at once) the answer is the
-        // token its first use gave (or the live one further down the chain); after it, the
-        // token was stolen or replayed: the whole session is signed out.
-        if (row.get<double>(0, "revoked_for") <= cfg_.refresh_reuse_interval_s) {
-            auto sealed = row.get_optional<std::string>(0, "child_sealed");
-            std::string current = presented;
-            for (int step = 0; step < 8 && sealed; ++step) {
-                auto child = open_child(current, *sealed);
-                if (!child) break;
-                const auto child_hash = crypto::sha256_hex(*child);
-                auto next = co_await t.query(
-                    "SELECT revoked, encode(child_sealed, 'hex') FROM public.app_refresh_tokens "
-                    "WHERE token_sha256 = decode($1, 'hex') AND session_id = $2::uuid FOR UPDATE",
-                    child_hash, session_id);
-                if (next.empty()) break;
-                if (!next.get<bool>(0, 0)) {
-                    refresh = *child;
-                    break;
-                }
-                current = *child;
-                sealed = next.get_optional<std::string>(0, 1);
-            }
-        }
-        if (refresh.empty()) {
-            auto gone = co_await t.query_and_commit(
-                "WITH s AS (UPDATE public.app_sessions SET revoked_at = now(), "
-                "revoked_reason = 'refresh_token_reuse' WHERE id = $1::uuid "
-                "AND revoked_at IS NULL RETURNING id, tokens_valid_until), "
-                "t AS (UPDATE public.app_refresh_tokens SET revoked = true, revoked_at = now() "
-                "WHERE session_id = $1::uuid AND NOT revoked) "
-                "SELECT id::text, ceil(extract(epoch FROM tokens_valid_until))::bigint FROM s",
-                session_id);
-            std::vector<std::pair<std::string, long long>> revoked;
-            for (int i = 0; i < gone.size(); ++i) {
-                revoked.emplace_back(gone.get<std::string>(i, 0),
-                                     gone.get<long long>(i, 1) + kLeeway);
-            }
-            revoke_sessions(revoked);
-            core::log::warn(
-                "refresh token reused: session signed out",
-                {{"user_id", user.id}, {"session_id", session_id}, {"remote", r.remote}});
-            throw gotrue_error(400, "refresh_token_already_used",
-                               "Invalid Refresh Token: Already Used");
-        }
-        const long long valid_until = now + expiry;
-        co_await t.query_and_commit(
-            "UPDATE public.app_sessions SET refreshed_at = now(), tokens_valid_until = "
-            "greatest(tokens_valid_until, to_timestamp($2)) WHERE id = $1::uuid",
-            session_id, valid_until);
-    } else {
-        // Rotation: the presented token is used up; its child is the session's next.
-        refresh = new_refresh_token();
-        const auto sealed = seal_child(presented, refresh);
-        const auto refresh_hash = crypto::sha256_hex(refresh);
-        const long long valid_until = now + expiry;
-        co_await t.query_and_commit(
-            "WITH used AS (UPDATE public.app_refresh_tokens SET revoked = true, "
-            "revoked_at = now(), child_sealed = decode($2, 'hex') WHERE id = $1), "
-            "child AS (INSERT INTO public.app_refresh_tokens (token_sha256, session_id, "
-            "user_id, parent_id) VALUES (decode($3, 'hex'), $4::uuid, $5::uuid, $1)) "
-            "UPDATE public.app_sessions SET refreshed_at = now(), tokens_valid_until = "
-            "greatest(tokens_valid_until, to_timestamp($6)) WHERE id = $4::uuid",
-            token_id, sealed, refresh_hash, session_id, user.id, valid_until);
-    }
-    const auto token = access_token(user, session_id, auth_time, now, r);
-    co_return response::json(200, session_json(token, expiry, now + expiry, refresh, user));
+    co_return response::json(
+        200, session_json(g->access_token, expiry, g->expires_at, g->refresh_token, g->user));
 }
 
 // ---- POST /signup ---------------------------------------------------------------------------
@@ -671,39 +474,55 @@ net::awaitable<response> gateway::auth_signup(request r) {
     core::log::info(
         "auth sign-up",
         {{"user_id", user_id}, {"tenant_id", cfg_.signup_tenant}, {"remote", r.remote}});
-    auto session = co_await start_session(user_id, std::move(r));
-    co_return response::json(200, std::move(session));
+    co_return co_await start_auth_session(user_id, std::move(r));
 }
 
 // ---- /user ----------------------------------------------------------------------------------
 
 net::awaitable<response> gateway::auth_user_get(request r) {
-    const auto b = verify_bearer(r, cfg_.jwt_secret);
-    principal probe;
-    probe.session_id = b.session_id;
-    if (is_revoked(probe)) throw session_not_found();
-    std::optional<std::string> session;
-    if (!b.session_id.empty()) session = b.session_id;
-    const auto sql = std::string("SELECT ") + kAppUserColumns +
-                     ", (SELECT s.revoked_at IS NULL FROM public.app_sessions s "
-                     "WHERE s.id = $2::uuid AND s.user_id = u.id) AS session_live "
-                     "FROM public.app_users u WHERE u.id = $1::uuid";
-    auto t = co_await db_->begin(own_service());
-    auto row = co_await t.query_and_commit(sql, b.sub, session);
-    if (row.empty()) {
-        throw gotrue_error(404, "user_not_found", "User from sub claim in JWT does not exist");
+    auto c = co_await auth_caller_of(r, false);
+    co_return response::json(200, user_json(c.user));
+}
+
+net::awaitable<void> gateway::check_reauthentication(const auth_caller& c, std::string current,
+                                                     std::string nonce, std::string remote) {
+    // A password is changed by a live session only (docs/security.md, "Changing the password").
+    if (c.session_id.empty()) {
+        throw gotrue_error(403, "session_not_found",
+                           "Changing the password needs a session: sign in, then change it");
     }
-    if (session && !row.get_optional<bool>(0, "session_live").value_or(false)) {
-        throw session_not_found();
+    // GoTrue's update_password_require_reauthentication: a session signed in longer ago than
+    // API_REAUTHENTICATE_AFTER proves it is its user again. GoTrue takes a nonce it sent by
+    // e-mail (GET /reauthenticate); this server sends no e-mail and takes the current password
+    // instead, as GoTrue's update_password_require_current_password does.
+    const bool stale =
+        cfg_.reauthenticate_after_s <= 0 || c.session_age_s > cfg_.reauthenticate_after_s;
+    if (current.empty()) {
+        if (!stale) co_return;
+        if (!nonce.empty()) {
+            throw gotrue_error(422, "reauthentication_not_valid",
+                               "Nonce has expired or is invalid");
+        }
+        throw gotrue_error(400, "reauthentication_needed",
+                           "Password update requires reauthentication: send current_password "
+                           "(this server sends no e-mail nonce)");
     }
-    co_return response::json(200, user_json(app_user_at(row, 0)));
+    if (current.size() > kMaxPassword) {
+        throw gotrue_error(400, "current_password_invalid",
+                           "Current password required when setting new password.");
+    }
+    // Through the sign-in limits: a stolen token cannot guess the password here either.
+    const auto account = lower(c.user.email);
+    auto check = co_await sign_in(own_service(), account, current, remote);
+    if (check.retry_after > 0) throw rate_limited(check.retry_after);
+    if (!check.verified || check.user.id != c.user.id) {
+        throw gotrue_error(400, "current_password_invalid",
+                           "Current password required when setting new password.");
+    }
 }
 
 net::awaitable<response> gateway::auth_user_put(request r) {
-    const auto b = verify_bearer(r, cfg_.jwt_secret);
-    principal probe;
-    probe.session_id = b.session_id;
-    if (is_revoked(probe)) throw session_not_found();
+    auto c = co_await auth_caller_of(r, true);
     auto body = body_of(r);
     const auto email = field(body, "email");
     const auto phone = field(body, "phone");
@@ -720,21 +539,7 @@ net::awaitable<response> gateway::auth_user_put(request r) {
             throw gotrue_error(422, "validation_failed", "Password is too long");
         }
     }
-    std::optional<std::string> session;
-    if (!b.session_id.empty()) session = b.session_id;
-    const auto sql = std::string("SELECT ") + kAppUserColumns +
-                     ", u.password_hash, (SELECT s.revoked_at IS NULL FROM public.app_sessions s "
-                     "WHERE s.id = $2::uuid AND s.user_id = u.id) AS session_live "
-                     "FROM public.app_users u WHERE u.id = $1::uuid";
-    auto t = co_await db_->begin(own_service());
-    auto row = co_await t.query_and_commit(sql, b.sub, session);
-    if (row.empty()) {
-        throw gotrue_error(404, "user_not_found", "User from sub claim in JWT does not exist");
-    }
-    if (session && !row.get_optional<bool>(0, "session_live").value_or(false)) {
-        throw session_not_found();
-    }
-    auto user = app_user_at(row, 0);
+    auto user = c.user;
     if (!email.empty() && lower(email) != lower(user.email)) {
         throw gotrue_error(422, "email_change_not_supported",
                            "Changing the e-mail address is not supported by this server: an "
@@ -742,8 +547,10 @@ net::awaitable<response> gateway::auth_user_put(request r) {
     }
     std::optional<std::string> new_hash;
     if (password_given) {
-        auto old_hash = row.get<std::string>(0, "password_hash");
-        if (co_await verify_password(std::move(old_hash), password)) {
+        const auto current = field(body, "current_password");
+        const auto nonce = field(body, "nonce");
+        co_await check_reauthentication(c, current, nonce, r.remote);
+        if (co_await verify_password(c.password_hash, password)) {
             throw gotrue_error(422, "same_password",
                                "New password should be different from the old password.");
         }
@@ -762,8 +569,18 @@ net::awaitable<response> gateway::auth_user_put(request r) {
                 "WHERE u.id = $1::uuid AND octet_length(m.md::text) <= $4 RETURNING ") +
             kAppUserColumns;
         const auto limit = static_cast<long long>(kMaxMetadata);
-        auto t2 = co_await db_->begin(own_service());
-        auto updated = co_await t2.query_and_commit(update, b.sub, data, new_hash, limit);
+        auto t = co_await db_->begin(own_service());
+        pg::result updated;
+        if (new_hash) {
+            // A new password ends every other session of the user, as GoTrue does: the trigger
+            // of app_users (sql/0032) ends all but the one this transaction names.
+            co_await t.query("SELECT set_config('awp.keep_session', $1, true)", c.session_id);
+            updated = co_await t.query(update, user.id, data, new_hash, limit);
+            const session_db own;
+            co_await sessions_->commit_ended(t, own, user.id);
+        } else {
+            updated = co_await t.query_and_commit(update, user.id, data, new_hash, limit);
+        }
         if (updated.empty()) {
             throw gotrue_error(422, "validation_failed",
                                "user metadata would be larger than " +
@@ -771,12 +588,15 @@ net::awaitable<response> gateway::auth_user_put(request r) {
         }
         user = app_user_at(updated, 0);
     }
-    if (new_hash) {
-        // As GoTrue: a new password signs out every other session of the user.
-        co_await sign_out(user.id, b.session_id, "others", "password_changed");
-        core::log::info("auth password changed", {{"user_id", user.id}});
-    }
+    if (new_hash) core::log::info("auth password changed", {{"user_id", user.id}});
     co_return response::json(200, user_json(user));
+}
+
+net::awaitable<response> gateway::auth_reauthenticate(request r) {
+    (void)co_await auth_caller_of(r, false);
+    throw gotrue_error(422, "validation_failed",
+                       "Reauthentication by a code sent by e-mail is not available: this server "
+                       "sends no e-mail. Send current_password with the new password instead.");
 }
 
 // ---- POST /logout ---------------------------------------------------------------------------
@@ -787,14 +607,16 @@ net::awaitable<response> gateway::auth_logout(request r) {
         throw gotrue_error(400, "validation_failed",
                            "Unsupported logout scope \"" + scope.substr(0, 32) + "\"");
     }
-    const auto b = verify_bearer(r, cfg_.jwt_secret);
-    principal probe;
-    probe.session_id = b.session_id;
-    if (is_revoked(probe)) throw session_not_found();
+    auto c = co_await auth_caller_of(r, false);
+    // As GoTrue: a token of no session signs the user out everywhere.
+    const auto which = scope == "global" || c.session_id.empty() ? revoke_scope::global
+                       : scope == "local"                        ? revoke_scope::local
+                                                                 : revoke_scope::others;
     const std::string reason = scope == "global"  ? "logout_global"
                                : scope == "local" ? "logout"
                                                   : "logout_others";
-    co_await sign_out(b.sub, b.session_id, scope, reason);
+    const session_db own;
+    co_await sessions_->revoke(own, c.user.id, c.session_id, which, reason);
     response res;
     res.status = 204;
     co_return res;

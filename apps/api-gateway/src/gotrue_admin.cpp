@@ -18,6 +18,7 @@
 #include "awp/core/uuid.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
+#include "sessions.hpp"
 #include "users.hpp"
 
 namespace awp::api {
@@ -531,17 +532,22 @@ net::awaitable<response> gateway::admin_user_update(request r) {
         kAppUserColumns;
     std::string sqlstate;
     std::optional<app_user> user;
+    const session_db own;
     try {
+        // A new password, another tenant or the operator flag taken away end the user's sessions
+        // in the database (the trigger of app_users, sql/0032); commit_ended makes this process
+        // refuse their tokens at once.
         auto t2 = co_await db_->begin(own_service());
-        auto row = co_await t2.query_and_commit(
-            update, id, metadata, email, hash, app.tenant_given, app.tenant, app.is_operator,
-            ban.given, ban.seconds, lift, static_cast<long long>(auth_policy::kMaxMetadata));
+        auto row = co_await t2.query(update, id, metadata, email, hash, app.tenant_given,
+                                     app.tenant, app.is_operator, ban.given, ban.seconds, lift,
+                                     static_cast<long long>(auth_policy::kMaxMetadata));
         if (row.empty()) {
             throw refuse(422, "validation_failed",
                          "user_metadata would be larger than " +
                              std::to_string(auth_policy::kMaxMetadata / 1024) + " KiB");
         }
         user = app_user_at(row, 0);
+        co_await sessions_->commit_ended(t2, own, id);
     } catch (const pg::sql_error& e) {
         sqlstate = e.sqlstate();
     }
@@ -555,7 +561,7 @@ net::awaitable<response> gateway::admin_user_update(request r) {
     }
     if (!sqlstate.empty()) throw core::error("admin update user failed: SQLSTATE " + sqlstate);
     // What a live session's tokens say, or whether it may go on, changed: every session of the
-    // user ends (its tokens are refused from now on, on every route).
+    // user that the trigger did not end (a ban, an operator flag given) ends too.
     std::string reason;
     if (ban.seconds && *ban.seconds > 0) {
         reason = "user_banned";
@@ -564,7 +570,9 @@ net::awaitable<response> gateway::admin_user_update(request r) {
         reason = "admin_changed";
     }
     std::size_t ended = 0;
-    if (!reason.empty()) ended = co_await sign_out(user->id, "", "global", reason);
+    if (!reason.empty()) {
+        ended = co_await sessions_->revoke(own, user->id, "", revoke_scope::global, reason);
+    }
     core::log::info(
         "auth admin: user changed",
         {{"user_id", user->id}, {"tenant_id", user->tenant_id}, {"sessions_ended", ended}});
@@ -584,16 +592,18 @@ net::awaitable<response> gateway::admin_user_delete(request r) {
     auto found =
         co_await t.query_and_commit("SELECT 1 FROM public.app_users WHERE id = $1::uuid", id);
     if (found.empty()) throw refuse(404, "user_not_found", "User not found");
-    // Signed out first, through the one sign-out path; the removal's trigger (sql/0039) signs
-    // out a session a sign-in started in between, in the database.
-    auto ended = co_await sign_out(id, "", "global", "user_deleted");
+    // Signed out first, through the one sign-out path; the removal's trigger (sql/0032) ends a
+    // session a sign-in started in between, in the database, and commit_ended applies it here.
+    const session_db own;
+    auto ended = co_await sessions_->revoke(own, id, "", revoke_scope::global, "user_deleted");
     std::string sqlstate, detail;
     int removed = 0;
     try {
         auto t2 = co_await db_->begin(own_service());
-        auto rows = co_await t2.query_and_commit(
-            "DELETE FROM public.app_users WHERE id = $1::uuid RETURNING id", id);
+        auto rows =
+            co_await t2.query("DELETE FROM public.app_users WHERE id = $1::uuid RETURNING id", id);
         removed = rows.size();
+        co_await sessions_->commit_ended(t2, own, id);
     } catch (const pg::sql_error& e) {
         sqlstate = e.sqlstate();
         detail = e.detail();
@@ -604,18 +614,6 @@ net::awaitable<response> gateway::admin_user_delete(request r) {
                          detail.substr(0, 200) + "); its sessions were signed out");
     }
     if (!sqlstate.empty()) throw core::error("admin delete user failed: SQLSTATE " + sqlstate);
-    // The sessions the trigger signed out, refused by this process too.
-    auto t3 = co_await db_->begin(own_service());
-    auto gone = co_await t3.query_and_commit(
-        "SELECT id::text, ceil(extract(epoch FROM tokens_valid_until))::bigint "
-        "FROM public.app_sessions WHERE user_id = $1::uuid AND revoked_at IS NOT NULL "
-        "AND tokens_valid_until > now() - interval '1 minute'",
-        id);
-    std::vector<std::pair<std::string, long long>> revoked;
-    for (int i = 0; i < gone.size(); ++i) {
-        revoked.emplace_back(gone.get<std::string>(i, 0), gone.get<long long>(i, 1) + 5);
-    }
-    revoke_sessions(revoked);
     core::log::info("auth admin: user removed",
                     {{"user_id", id}, {"removed", removed}, {"sessions_ended", ended}});
     co_return response::json(200, "{}");

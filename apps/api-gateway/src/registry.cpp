@@ -24,6 +24,7 @@
 #include "awp/core/uuid.hpp"
 #include "gateway.hpp"
 #include "json.hpp"
+#include "sessions.hpp"
 
 namespace awp::api {
 
@@ -526,6 +527,13 @@ net::awaitable<response> gateway::workspaces_post(request r) {
     }
     if (err) throw *err;
     core::log::info("workspace registered", {{"workspace_id", w.id}, {"label", w.label}});
+    // Its signed-out sessions are read before a session of it is used (docs/security.md,
+    // "Sessions"): the watch starts now, and the answer waits for its first read (bounded).
+    try {
+        retain_workspaces(*registry_->snapshot());
+    } catch (const registry_error&) {
+    }
+    co_await sessions_->wait_ready(w.id, std::chrono::seconds(5));
     json_out o;
     write_public(o, w, true);
     co_return response::json(201, o.str());

@@ -65,6 +65,8 @@ export const users = {
   bea: { email: 'bea@acme.test', tenant: ids.tenantA }, // signs out (every session of hers ends)
   cal: { email: 'cal@acme.test', tenant: ids.tenantA }, // a wrong password
   dot: { email: 'dot@acme.test', tenant: ids.tenantA }, // the README's snippet and curl
+  eve: { email: 'eve@acme.test', tenant: ids.tenantA }, // sessions: signed out globally
+  fay: { email: 'fay@acme.test', tenant: ids.tenantA }, // sessions: changes her password
   zed: { email: 'zed@bolt.test', tenant: ids.tenantB },
   nob: { email: 'nobody@example.test', tenant: null }, // a user of no tenant
 }

@@ -32,5 +32,8 @@ inline std::string secrets(std::string_view gateway_id) {
 }
 /// A knowledge item needs embedding (every tenant); payload: the item id or "".
 inline constexpr std::string_view kEmbed = "awp_embed";
+/// A session ended (sql/0032): every api-gateway process reads the app_token_revocations row
+/// the payload names (its id) and refuses the tokens it covers. The payload is a hint only.
+inline constexpr std::string_view kSessionRevoked = "awp_session_revoked";
 
 }  // namespace awp::core::channels
