@@ -11,3 +11,4 @@ fi
 targets=()
 for t in ${AWP_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
 cmake --build "$BUILD" -j"${AWP_JOBS:-$(nproc)}" "${targets[@]}"
+echo "build.sh: ${AWP_BUILD_TARGETS:-all} built in $SECONDS s" >&2

@@ -15,7 +15,7 @@ for t in clang++-16 clang-16; do
   command -v "$t" >/dev/null || { echo "fuzz: missing $t (AWP_DEPS=full scripts/install-deps.sh)" >&2; exit 1; }
 done
 if [[ ! -f $BUILD/build.ninja ]]; then
-  CC=clang-16 CXX=clang++-16 cmake -S "$REPO" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+  CC=clang-16 CXX=clang++-16 cmake -S "$REPO" -B "$BUILD" -G Ninja -DAWP_LINKER=default -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" -DAWP_FUZZ=ON -DAWP_BUILD_TESTS=OFF -DAWP_SANITIZE="address;undefined" \
     -DAWP_STATIC_CXX_RUNTIME=OFF -DAWP_WERROR=OFF >/dev/null
 fi

@@ -17,6 +17,7 @@ PACKAGES=(
   libicu-dev
   postgresql-${PG_MAJOR} postgresql-client-${PG_MAJOR} postgresql-server-dev-${PG_MAJOR}
   curl procps iproute2 python3
+  lld
   pgbouncer
 )
 # Extra packages for tests and benchmarks only (AWP_DEPS=full): browser, load generator, unit checker,

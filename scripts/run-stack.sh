@@ -8,7 +8,15 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${AWP_BUILD_DIR:-$REPO/build}
 STATE=${AWP_STATE_DIR:-$REPO/.awp}
 
-step() { echo "run-stack: [$1/5] $2" >&2; }
+# Each step says how long the one before it took, and "awp is up" the total (issue 41: a first
+# run in five minutes).
+started=$SECONDS
+last=$SECONDS
+step() {
+  (($1 == 1)) || echo "run-stack:       ($((SECONDS - last)) s)" >&2
+  last=$SECONDS
+  echo "run-stack: [$1/5] $2" >&2
+}
 step 1 "Debian packages (scripts/install-deps.sh)"
 "$REPO/scripts/install-deps.sh"
 # Only what the stack runs: the five daemons and awpctl, not the tests and benchmarks.
@@ -125,7 +133,7 @@ announce() {
   anon=$(python3 -c 'import json, sys; print(json.load(sys.stdin)["workspace"].get("anonKey") or "")' \
     <<<"$config" 2>/dev/null || true)
   cat >&2 <<EOF
-run-stack: awp is up
+run-stack: awp is up ($((SECONDS - started)) s after the start of run-stack; starting the daemons: $((SECONDS - last)) s)
 run-stack:   URL       $url   (the client library's url: /rest/v1, /auth/v1 and /api)
 run-stack:   anon key  ${anon:-(none yet: GET $url/api/config)}
 run-stack:   service-role key: SERVICE_ROLE_KEY in $STATE/stack.env (a server's secret: never in a browser)

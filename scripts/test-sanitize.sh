@@ -10,7 +10,7 @@ export AWP_BUILD_DIR=${AWP_ASAN_BUILD_DIR:-$REPO/build-asan}
 AWP_DEPS=full "$REPO/scripts/install-deps.sh"
 if [[ ! -f $AWP_BUILD_DIR/build.ninja ]]; then
   # -O1 and line tables only: what sanitizer reports need, at half the compile time of -O2 -g.
-  CC=clang-16 CXX=clang++-16 cmake -S "$REPO" -B "$AWP_BUILD_DIR" -G Ninja \
+  CC=clang-16 CXX=clang++-16 cmake -S "$REPO" -B "$AWP_BUILD_DIR" -G Ninja -DAWP_LINKER=default \
     -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only" \
     -DAWP_FUZZ=ON -DAWP_SANITIZE="address;undefined" -DAWP_STATIC_CXX_RUNTIME=OFF \
     -DAWP_WERROR=OFF >/dev/null

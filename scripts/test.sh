@@ -11,8 +11,18 @@ BUILD=${AWP_BUILD_DIR:-$REPO/build}
 labels=("$@")
 ((${#labels[@]})) || labels=(unit integration e2e data-api)
 
+# The time of each phase, printed as it ends and again at the end.
+phase_start=$SECONDS
+phases=()
+phase_done() {
+  phases+=("$1 $((SECONDS - phase_start)) s")
+  echo "test.sh: $1: $((SECONDS - phase_start)) s" >&2
+  phase_start=$SECONDS
+}
 AWP_DEPS=full "$REPO/scripts/install-deps.sh"
+phase_done "packages"
 "$REPO/scripts/build.sh"
+phase_done "build"
 # The real agent runtime (openclaw from npm) the runtime e2e tests drive; installed above.
 AWP_OPENCLAW=${AWP_OPENCLAW:-$("$REPO/scripts/install-runtime.sh")}
 export AWP_OPENCLAW
@@ -46,5 +56,7 @@ for label in "${labels[@]}"; do
   echo "== ctest -L $label"
   ctest --test-dir "$BUILD" -L "^$label\$" --output-on-failure -j"${AWP_TEST_JOBS:-2}" \
     --timeout "${AWP_TEST_TIMEOUT:-600}" || status=1
+  phase_done "ctest -L $label"
 done
+echo "test.sh: phases: $(printf '%s; ' "${phases[@]}")total $SECONDS s" >&2
 exit $status

@@ -1973,6 +1973,9 @@ function public.awp_command_agent_state(p_command_id uuid, p_lease_token uuid, p
 function public.awp_command_for_transition(p_command_id uuid, p_verb text, p_expected public.command_status[], p_lease_token uuid)
   returns public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+function public.awp_command_gateway(p_gateway text, p_tenant_id uuid)
+  returns uuid, plpgsql STABLE SET search_path="", owner postgres
+  execute (owner): EXECUTE
 function public.awp_command_transition_refused(p_command_id uuid, p_verb text, p_expected public.command_status[], p_lease_token uuid)
   returns void, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
@@ -2214,7 +2217,7 @@ function public.fail_inbox_item(p_item_id uuid, p_reason text DEFAULT NULL::text
   returns public.agent_inbox_items, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.finish_and_lease_command(p_command_id uuid, p_lease_token uuid, p_outcome text, p_exit_code integer DEFAULT NULL::integer, p_error text DEFAULT NULL::text, p_stdout text DEFAULT NULL::text, p_stderr text DEFAULT NULL::text, p_payload_patch jsonb DEFAULT NULL::jsonb, p_lease_seconds integer DEFAULT 180, p_gateway_slug text DEFAULT NULL::text, p_runner text DEFAULT NULL::text, p_tenant_id uuid DEFAULT NULL::uuid)
-  returns SETOF public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
+  returns SETOF public.agent_commands, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.get_agent_daily_usage(p_agent_id uuid, p_start_date date DEFAULT NULL::date, p_end_date date DEFAULT NULL::date)
   returns TABLE(day date, input_tokens bigint, output_tokens bigint, total_tokens bigint, cost_usd numeric, calls bigint, spend_usd numeric, tokens bigint), plpgsql STABLE SET search_path="", owner postgres
@@ -2226,7 +2229,7 @@ function public.issue_gateway_token(p_tenant_id uuid DEFAULT NULL::uuid, p_label
   returns TABLE(token text, token_id uuid, tenant_id uuid, expires_at timestamp with time zone), plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; service_role: EXECUTE
 function public.lease_and_start_command(p_lease_seconds integer DEFAULT 180, p_gateway_slug text DEFAULT NULL::text, p_runner text DEFAULT NULL::text, p_tenant_id uuid DEFAULT NULL::uuid)
-  returns SETOF public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres
+  returns SETOF public.agent_commands, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.lease_command(p_lease_seconds integer DEFAULT 180, p_gateway_slug text DEFAULT NULL::text, p_runner text DEFAULT NULL::text, p_tenant_id uuid DEFAULT NULL::uuid)
   returns SETOF public.agent_commands, plpgsql VOLATILE SET search_path="", owner postgres

@@ -31,6 +31,9 @@ struct command_row {
     std::optional<std::string> agent_slug;
     std::string payload = "{}";  // JSON object text
     std::string lease_token;
+    /// The row says an operator wrote it (requested_by_operator, set by the database at
+    /// insert): a run_shell needs no read of the gateway's policy then. False when unknown.
+    bool requested_by_operator = false;
 };
 
 /// What running a command came to, as the action code reports it: its outputs and error as they

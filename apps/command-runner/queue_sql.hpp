@@ -10,10 +10,11 @@ namespace awp::runner::sql {
 /// dies before the commit leaves the command pending. A payload the runner then refuses ends
 /// failed from running, the runtime never called.
 /// $1 lease seconds (COMMAND_TIMEOUT + 60), $2 gateway slug, $3 runner instance, $4 tenant id
-/// (or NULL).
+/// (or NULL). Columns: id, tenant_id, gateway_id, action, agent_slug, payload, lease_token,
+/// requested_by_operator.
 inline constexpr const char* kLeaseAndStart =
     "SELECT l.id::text, l.tenant_id::text, l.gateway_id::text, l.action::text, "
-    "l.agent_slug, l.payload::text, l.lease_token::text "
+    "l.agent_slug, l.payload::text, l.lease_token::text, l.requested_by_operator "
     "FROM public.lease_and_start_command($1, $2, $3, $4::uuid) AS l";
 
 /// The final transition of the command that just ended (complete_command when $3 is "done",
@@ -26,7 +27,7 @@ inline constexpr const char* kLeaseAndStart =
 /// $8 payload patch, then $9-$12 as kLeaseAndStart's $1-$4.
 inline constexpr const char* kFinishAndLease =
     "SELECT l.id::text, l.tenant_id::text, l.gateway_id::text, l.action::text, "
-    "l.agent_slug, l.payload::text, l.lease_token::text "
+    "l.agent_slug, l.payload::text, l.lease_token::text, l.requested_by_operator "
     "FROM public.finish_and_lease_command(p_command_id => $1::uuid, p_lease_token => $2::uuid, "
     "p_outcome => $3, p_exit_code => $4::int, p_error => $5, p_stdout => $6, p_stderr => $7, "
     "p_payload_patch => $8::jsonb, p_lease_seconds => $9::int, p_gateway_slug => $10, "

@@ -5,7 +5,8 @@
 //   latency N           - N commands inserted one at a time while a real runner runs; pickup
 //                         latency = started_at - created_at (server clock), p50/p99
 //   e2e N               - N commands inserted at once; commands/s until the real runner finished
-//   all spawn N             - cost of N spawns of /bin/true through core::process::run
+//   spawn N [PROGRAM]   - cost of N spawns of PROGRAM (default /bin/true) through
+//                         core::process::run, one after the other
 // Environment: DATABASE_URL, BENCH_GATEWAY (slug), BENCH_GATEWAY_ID, BENCH_LEASE_URL (optional).
 #include <algorithm>
 #include <atomic>
@@ -166,9 +167,9 @@ int e2e(int n) {
     return 0;
 }
 
-int spawn(int n) {
+int spawn(int n, std::string program) {
     awp::core::process::spawn_options o;
-    o.argv = {"/bin/true"};
+    o.argv = {std::move(program)};
     const auto t0 = clk::now();
     for (int i = 0; i < n; ++i) {
         if (!awp::core::process::run(o).success()) return 1;
@@ -183,7 +184,8 @@ int spawn(int n) {
 int main(int argc, char** argv) {
     if (argc < 3) {
         std::fprintf(stderr,
-                     "usage: runner_bench protocol N LEASERS | latency N | e2e N | spawn N\n");
+                     "usage: runner_bench protocol N LEASERS | latency N | e2e N | spawn N "
+                     "[PROGRAM]\n");
         return 2;
     }
     const std::string mode = argv[1];
@@ -192,7 +194,7 @@ int main(int argc, char** argv) {
         if (mode == "protocol") return protocol(n, argc > 3 ? std::atoi(argv[3]) : 1);
         if (mode == "latency") return latency(n);
         if (mode == "e2e") return e2e(n);
-        if (mode == "spawn") return spawn(n);
+        if (mode == "spawn") return spawn(n, argc > 3 ? argv[3] : "/bin/true");
     } catch (const std::exception& e) {
         std::fprintf(stderr, "runner_bench: %s\n", e.what());
         return 1;

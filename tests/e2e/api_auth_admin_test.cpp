@@ -124,11 +124,12 @@ TEST_CASE(
     CHECK(ban.status == 200);
     CHECK(standing(*gw, t_removed) == "401/401");
     CHECK(standing(*gw, t_banned) == "401/401");
-    // An operator removes a user with SQL: the trigger signs its sessions out in the database.
+    // An operator removes a user with SQL: the trigger signs its sessions out in the database
+    // (sql/0032: reason user_removed; the admin API's own removal says user_deleted).
     admin.exec("DELETE FROM app_users WHERE id = $1::uuid", {by_sql_id});
     CHECK(
         admin.exec("SELECT revoked_reason FROM app_sessions WHERE user_id = $1::uuid", {by_sql_id})
-            .get<std::string>(0, 0) == "user_deleted");
+            .get<std::string>(0, 0) == "user_removed");
 
     // Killed, not drained: nothing of the process's memory survives, only the database.
     gw->kill();

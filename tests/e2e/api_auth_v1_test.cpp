@@ -468,7 +468,7 @@ TEST_CASE(
         gw.get("/auth/v1/user",
                client_headers(crypto::jwt_sign_hs256(
                    R"({"sub":")" + id + R"(","role":"authenticated","exp":9999999999})", kSecret)));
-    CHECK(gone.status == 404);
+    CHECK(gone.status == 403);
     CHECK(gotrue_code(gone) == "user_not_found");
     CHECK(admin.exec("SELECT count(*) FROM auth.users WHERE id = $1::uuid", {id}).get<int>(0, 0) ==
           0);

@@ -159,12 +159,12 @@ std::vector<std::string> accepted_by(const gateway_process& gw, const std::strin
     std::vector<std::string> out;
     for (const auto& [path, h] : routes) {
         auto r = gw.get(path, h);
-        // /auth/v1 answers as GoTrue: 403 session_not_found, or 404 user_not_found for a user
+        // /auth/v1 answers as GoTrue: 403 session_not_found, or 403 user_not_found for a user
         // who is gone.
         const bool gotrue_refused =
             path == "/auth/v1/user" &&
             ((r.status == 403 && r.body.find("session_not_found") != std::string::npos) ||
-             (r.status == 404 && r.body.find("user_not_found") != std::string::npos));
+             (r.status == 403 && r.body.find("user_not_found") != std::string::npos));
         const bool refused = r.status == 401 || gotrue_refused;
         if (!refused)
             out.push_back(path + " -> " + std::to_string(r.status) + " " + r.body.substr(0, 120));

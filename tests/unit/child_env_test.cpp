@@ -114,3 +114,44 @@ TEST_CASE("child env: a proxy's password is not inherited unless the operator na
     CHECK(out.at("http_proxy") == "http://awp@proxy.internal:3128");
     ::unsetenv(ce::kAllowVariable);
 }
+
+// build() without a parent remembers what the process's own environment passes on (a daemon
+// spawns a child per command): a setenv, an unsetenv or a new AWP_CHILD_ENV_ALLOW between two
+// children is seen by the next one, never a stale copy.
+TEST_CASE("child env: the process's own environment is read again after it changes", "[core]") {
+    const char* had = std::getenv("LC_ALL");
+    const std::string lc_all = had ? had : "";
+    ::unsetenv(ce::kAllowVariable);
+    ::unsetenv("AWP_TEST_CHILD_SETTING");
+    ::setenv("LC_ALL", "C", 1);
+    auto out = ce::build({});
+    CHECK(out.at("LC_ALL") == "C");
+    CHECK(out.count("AWP_TEST_CHILD_SETTING") == 0);
+    CHECK(ce::build({}) == out);  // unchanged: the same
+
+    ::setenv("LC_ALL", "C.UTF-8", 1);
+    CHECK(ce::build({}).at("LC_ALL") == "C.UTF-8");
+    ::setenv("AWP_TEST_CHILD_SETTING", "x", 1);
+    CHECK(ce::build({}).count("AWP_TEST_CHILD_SETTING") == 0);  // not on the allowlist
+    ::setenv(ce::kAllowVariable, "AWP_TEST_CHILD_SETTING", 1);
+    CHECK(ce::build({}).at("AWP_TEST_CHILD_SETTING") == "x");
+    ::setenv("AWP_TEST_CHILD_SETTING", "y", 1);
+    CHECK(ce::build({}).at("AWP_TEST_CHILD_SETTING") == "y");
+    // Back to an earlier value: glibc may hand back the same string it allocated before.
+    ::setenv("AWP_TEST_CHILD_SETTING", "x", 1);
+    CHECK(ce::build({}).at("AWP_TEST_CHILD_SETTING") == "x");
+    ::unsetenv(ce::kAllowVariable);
+    CHECK(ce::build({}).count("AWP_TEST_CHILD_SETTING") == 0);
+    ::unsetenv("AWP_TEST_CHILD_SETTING");
+    ::unsetenv("LC_ALL");
+    CHECK(ce::build({}).count("LC_ALL") == 0);
+    // What the caller sets wins over what is inherited, and is not remembered.
+    ::setenv("LC_ALL", "C", 1);
+    CHECK(ce::build({{"LC_ALL", "POSIX"}}).at("LC_ALL") == "POSIX");
+    CHECK(ce::build({}).at("LC_ALL") == "C");
+    if (had) {
+        ::setenv("LC_ALL", lc_all.c_str(), 1);
+    } else {
+        ::unsetenv("LC_ALL");
+    }
+}

@@ -308,7 +308,7 @@ net::awaitable<gateway::auth_caller> gateway::auth_caller_of(const request& r, b
     auto t = co_await db_->begin(own_service());
     auto row = co_await t.query_and_commit(sql, b.sub, session);
     if (row.empty()) {
-        throw gotrue_error(404, "user_not_found", "User from sub claim in JWT does not exist");
+        throw gotrue_error(403, "user_not_found", "User from sub claim in JWT does not exist");
     }
     if (session && !row.get_optional<bool>(0, "session_live").value_or(false)) {
         throw session_not_found();

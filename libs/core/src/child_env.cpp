@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 extern char** environ;
 
@@ -102,8 +104,9 @@ bool inherited(std::string_view name, std::string_view extra_allow) noexcept {
     return in_list(extra_allow, name);
 }
 
-env_map build(const env_map& set, char** parent) {
-    if (parent == nullptr) parent = environ;
+namespace {
+
+env_map inherited_of(char** parent) {
     const char* allow = std::getenv(kAllowVariable);
     const std::string_view extra = allow ? allow : "";
     env_map out;
@@ -119,6 +122,37 @@ env_map build(const env_map& set, char** parent) {
         out.emplace(std::string(name),
                     in_list(extra, name) ? std::string(value) : without_url_password(value));
     }
+    return out;
+}
+
+// What a child inherits of this process's own environment, worked out again only when that
+// changed: a daemon starts a child per command, and the scan of every variable was 6.6 % of the
+// runner's CPU per command (bench/runner/RESULTS.md). setenv and unsetenv replace or remove
+// entries of environ and glibc never frees a string it set, so an entry's text does not change
+// under the same pointer: the array of entry pointers is the key (AWP_CHILD_ENV_ALLOW is one of
+// the entries). awp never calls putenv, whose caller-owned strings could change in place.
+struct inherited_cache {
+    std::mutex m;
+    std::vector<const char*> key;
+    env_map vars;
+};
+
+env_map own_inherited() {
+    static inherited_cache cache;
+    std::vector<const char*> key;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) key.push_back(*e);
+    const std::lock_guard lock(cache.m);
+    if (key != cache.key) {
+        cache.vars = inherited_of(environ);
+        cache.key = std::move(key);
+    }
+    return cache.vars;
+}
+
+}  // namespace
+
+env_map build(const env_map& set, char** parent) {
+    env_map out = parent == nullptr ? own_inherited() : inherited_of(parent);
     for (const auto& [k, v] : set) out.insert_or_assign(k, v);
     return out;
 }

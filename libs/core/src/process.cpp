@@ -95,6 +95,13 @@ net::awaitable<bool> write_all(net::posix::stream_descriptor& stream, std::strin
     co_return true;
 }
 
+net::awaitable<void> throw_if_cancelled_outside() {
+    const auto cs = co_await net::this_coro::cancellation_state;
+    if (cs.cancelled() != net::cancellation_type::none) {
+        throw boost::system::system_error(net::error::operation_aborted);
+    }
+}
+
 net::awaitable<void> feed(net::posix::stream_descriptor& stream, std::string_view data) {
     if (!stream.is_open()) co_return;
     co_await write_all(stream, data);
@@ -239,6 +246,7 @@ net::awaitable<process_result> async_run(spawn_options options) {
     try {
         co_await ((drain(out, out_tail) && drain(err, err_tail) && feed(in, input)) ||
                   s->wait_exit_then_linger());
+        co_await throw_if_cancelled_outside();
         co_await s->wait_exit();
     } catch (...) {
         failure = std::current_exception();

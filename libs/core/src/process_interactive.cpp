@@ -106,6 +106,7 @@ net::awaitable<process_result> interactive_process::async_wait() {
     std::exception_ptr failure;
     try {
         co_await (drain(s->master, s->transcript) || s->wait_exit_then_linger());
+        co_await throw_if_cancelled_outside();
         co_await s->wait_exit();
     } catch (...) {
         failure = std::current_exception();

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include <boost/asio/as_tuple.hpp>
@@ -247,26 +248,21 @@ public:
     }
 
     net::awaitable<void> wait_exit() {
-        while (!child.try_reap()) {
-            if (pidfd_.is_open()) {
-                auto [ec] = co_await pidfd_.async_wait(net::posix::descriptor_base::wait_read,
-                                                       net::as_tuple(net::use_awaitable));
-                if (ec == net::error::operation_aborted) throw boost::system::system_error(ec);
-                if (ec) pidfd_.close();  // poll instead
-            } else {
-                poll_timer_.expires_after(kReapPollInterval);
-                co_await poll_timer_.async_wait(net::use_awaitable);
-            }
-        }
-        kill_timer_.cancel();
+        const bool done = co_await reaped();
+        if (!done) throw boost::system::system_error(net::error::operation_aborted);
     }
 
     // Completes kill_grace after the exit: how long whatever the child left behind may keep
-    // the pipes open before we stop collecting.
+    // the pipes open before we stop collecting. The other side of an `||` with the pipes'
+    // drains, which usually ends first (the pipes close when the child exits): cancelled, it
+    // returns without throwing (an exception per child cost the runner ~5 % of its CPU per
+    // command, bench/runner/RESULTS.md); a caller cancelled from outside sees it in its own
+    // cancellation state (throw_if_cancelled_outside).
     net::awaitable<void> wait_exit_then_linger() {
-        co_await wait_exit();
+        const bool done = co_await reaped();
+        if (!done) co_return;
         poll_timer_.expires_after(grace_);
-        co_await poll_timer_.async_wait(net::use_awaitable);
+        co_await poll_timer_.async_wait(net::as_tuple(net::use_awaitable));
     }
 
     void fill(process_result& result, steady::time_point started) const {
@@ -280,12 +276,36 @@ public:
     bool timed_out = false;
 
 private:
+    // Until the child is reaped (then the kill timer is no longer needed): true, or false when
+    // cancelled first.
+    net::awaitable<bool> reaped() {
+        while (!child.try_reap()) {
+            boost::system::error_code ec;
+            if (pidfd_.is_open()) {
+                std::tie(ec) = co_await pidfd_.async_wait(net::posix::descriptor_base::wait_read,
+                                                          net::as_tuple(net::use_awaitable));
+                if (ec && ec != net::error::operation_aborted) pidfd_.close();  // poll instead
+            } else {
+                poll_timer_.expires_after(kReapPollInterval);
+                std::tie(ec) = co_await poll_timer_.async_wait(net::as_tuple(net::use_awaitable));
+            }
+            if (ec == net::error::operation_aborted) co_return false;
+        }
+        kill_timer_.cancel();
+        co_return true;
+    }
+
     std::chrono::milliseconds grace_;
     bool terminating_ = false;
     net::steady_timer kill_timer_;
     net::steady_timer poll_timer_;
     net::posix::stream_descriptor pidfd_;
 };
+
+// After an `(output...) || s->wait_exit_then_linger()`: throws operation_aborted when the calling
+// coroutine itself was cancelled (its `||` may have returned normally: the linger side does not
+// throw when cancelled).
+net::awaitable<void> throw_if_cancelled_outside();
 
 net::awaitable<void> drain(net::posix::stream_descriptor& stream, tail_buffer& tail);
 net::awaitable<bool> write_all(net::posix::stream_descriptor& stream, std::string_view data);
