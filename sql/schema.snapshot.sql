@@ -2199,25 +2199,25 @@ function public.awp_no_tenant()
   returns uuid, plpgsql STABLE SET search_path="", owner postgres
   execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
 function public.awp_notify_command_requeued()
-  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_notify_commands()
-  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_notify_embed()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_notify_gateway(p_channel text, p_payload text)
   returns void, sql VOLATILE SET search_path="", owner postgres
-  execute (owner): EXECUTE; authenticated: EXECUTE; awp_gateway: EXECUTE; service_role: EXECUTE
+  execute (owner): EXECUTE; service_role: EXECUTE
 function public.awp_notify_inbox()
-  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_notify_inbox_requeued()
-  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_notify_secrets()
-  returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
+  returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_present_gateway_key(p_key text)
   returns text, plpgsql VOLATILE SET search_path="", owner postgres

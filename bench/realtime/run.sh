@@ -149,6 +149,10 @@ start_gateways() {  # n
   rm -rf "$OUT/config"
   for ((g = 0; g < $1; g++)); do
     port=$((API_PORT + g))
+    # Every subscriber connects and joins from this one address, a thousand at once: the socket
+    # caps and the join rates per address and per user (API_RATE_JOIN_*) are off here; this
+    # measures the fan-out.
+    API_RATE_JOIN_ADDRESS=off API_RATE_JOIN_USER=off \
     API_PORT=$port AWP_API_DATABASE_URL=$API_DSN AWP_CONFIG_DIR=$OUT/config-$g \
       REALTIME=on REALTIME_DATABASE_URL=$RT_DSN REALTIME_SLOT=$slot REALTIME_INSTANCE=g$g \
       REALTIME_MAX_SOCKETS_PER_ADDRESS=0 REALTIME_MAX_SOCKETS_PER_USER=0 \

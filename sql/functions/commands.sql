@@ -179,8 +179,10 @@ REVOKE ALL ON FUNCTION public.awp_commands_check_transition() FROM PUBLIC, anon,
 
 -- Wake-ups: one NOTIFY per statement per gateway when commands become pending (insert or
 -- re-queue). Payload: the command id when exactly one, else empty.
+-- Runs as its owner (sql/0034): whoever writes the row wakes the daemons, and no API role may
+-- call awp_notify_gateway itself.
 CREATE OR REPLACE FUNCTION public.awp_notify_commands() RETURNS trigger
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = ''
 AS $$
 DECLARE
@@ -514,8 +516,10 @@ GRANT EXECUTE ON FUNCTION public.cancel_command(uuid) TO authenticated, service_
 
 -- AFTER UPDATE, per row, filtered by the trigger's WHEN (back to pending, or moved to another
 -- gateway while pending): NOTIFY awp_commands_<gateway> with the command id.
+-- Runs as its owner (sql/0034): whoever writes the row wakes the daemons, and no API role may
+-- call awp_notify_gateway itself.
 CREATE OR REPLACE FUNCTION public.awp_notify_command_requeued() RETURNS trigger
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = ''
 AS $$
 BEGIN

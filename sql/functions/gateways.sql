@@ -187,8 +187,10 @@ GRANT EXECUTE ON FUNCTION public.daemon_heartbeat(text, text, text, integer, tex
 -- One NOTIFY awp_secrets_<gateway> per statement per gateway whose secrets changed (insert,
 -- delete, or a change of key, value, agent or gateway; the sync daemon's own status writes do
 -- not wake it again). Payload: the secret id when one row changed, else empty.
+-- Runs as its owner (sql/0034): whoever writes the row wakes the daemons, and no API role may
+-- call awp_notify_gateway itself.
 CREATE OR REPLACE FUNCTION public.awp_notify_secrets() RETURNS trigger
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = ''
 AS $$
 DECLARE

@@ -96,8 +96,10 @@ $$;
 REVOKE ALL ON FUNCTION public.awp_inbox_check_transition() FROM PUBLIC, anon, authenticated;
 
 -- Wake-ups: one NOTIFY per statement per gateway for items that became leasable now.
+-- Runs as its owner (sql/0034): whoever writes the row wakes the daemons, and no API role may
+-- call awp_notify_gateway itself.
 CREATE OR REPLACE FUNCTION public.awp_notify_inbox() RETURNS trigger
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = ''
 AS $$
 DECLARE
@@ -365,8 +367,10 @@ GRANT EXECUTE ON FUNCTION public.fail_inbox_item(uuid, text, uuid, integer) TO a
 
 -- AFTER UPDATE, per row, filtered by the trigger's WHEN (leasable again, or moved to another
 -- gateway): NOTIFY awp_inbox_<gateway> with the item id.
+-- Runs as its owner (sql/0034): whoever writes the row wakes the daemons, and no API role may
+-- call awp_notify_gateway itself.
 CREATE OR REPLACE FUNCTION public.awp_notify_inbox_requeued() RETURNS trigger
-LANGUAGE plpgsql
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = ''
 AS $$
 BEGIN

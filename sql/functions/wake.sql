@@ -16,8 +16,8 @@ AS $$
   SELECT pg_catalog.pg_notify(p_channel, coalesce(p_payload, ''));
   SELECT pg_catalog.pg_notify('awp_wake', p_channel || ' ' || coalesce(p_payload, ''));
 $$;
--- The queue triggers that call it are not SECURITY DEFINER: they run as whoever wrote the row
--- (a user through the API, service_role, a gateway's own login). All it does is pg_notify,
--- which anyone may call.
+-- Only the database raises wake-ups: the queue triggers that call it are SECURITY DEFINER (they
+-- run as their owner whoever wrote the row), and no API role may call it, so a user cannot
+-- NOTIFY another tenant's gateway or `pgrst` through /rest/v1/rpc (sql/0034).
 REVOKE ALL ON FUNCTION public.awp_notify_gateway(text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION public.awp_notify_gateway(text, text) TO authenticated, service_role, awp_gateway;
+GRANT EXECUTE ON FUNCTION public.awp_notify_gateway(text, text) TO service_role;

@@ -31,13 +31,15 @@ fi
 # Run through a link of another name: a run takes minutes, and on a shared machine a cleanup by
 # process name (pkill awp-api-gateway) elsewhere would stop this gateway half-way through.
 ln -sf "$BIN/awp-api-gateway" "$WORK/conformance-server"
-# Over the cluster's unix socket: it is reachable from any network namespace.
+# Over the cluster's unix socket: it is reachable from any network namespace. The request rates
+# are off below: a suite sends hundreds of requests a second from one address, not one client.
 dsn="host=$AWP_PG_SOCKET_DIR port=$AWP_PG_PORT user=awp_api password=$AWP_PG_API_PASSWORD dbname=$DB"
 env -i PATH=/usr/bin:/bin HOME="$WORK" \
   AWP_API_DATABASE_URL="$dsn" API_BIND=127.0.0.1 API_PORT="$API_PORT" API_THREADS=2 API_DB_POOL=8 \
   AWP_CONFIG_DIR="$WORK/config" OPENCLAW_STATE_DIR="$WORK/openclaw" \
   API_TEMPLATES_DIR="$REPO/deploy/templates" API_CONNECTORS_DIR="$REPO/deploy/connectors" \
   EMBEDDER_URL=http://127.0.0.1:9 LOG_LEVEL=info \
+  API_RATE_REST_ADDRESS=off API_RATE_REST_USER=off API_RATE_AUTH_ADDRESS=off API_RATE_AUTH_USER=off \
   "${settings[@]}" "$WORK/conformance-server" 2>"$OUT/gateway.log" &
 gateway=$!
 stop() {

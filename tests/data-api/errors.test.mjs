@@ -153,3 +153,69 @@ describe('error shapes', () => {
     assert.ok(Number(psql(`SELECT count(*) FROM public.tasks WHERE tenant_id = :'t'`, { t: ids.tenantA })) >= 8)
   })
 })
+
+// Issue 37: what a hostile user tries through the client, refused before it costs anything or
+// reaches anything internal (docs/security.md, "The data API").
+describe('the data API closed to a hostile user', () => {
+  let ada
+  before(async () => {
+    ada = await signedIn('ada')
+  })
+
+  test('200 embeds are 400 PGRST100 at once, before Postgres plans them', async () => {
+    const select = ['id', ...Array.from({ length: 200 }, (_, i) => `a${i}:agents!tasks_assignee_agent_id_fkey(*)`)].join(',')
+    const started = Date.now()
+    const { data, error, status } = await ada.from('tasks').select(select)
+    const ms = Date.now() - started
+    assert.equal(status, 400)
+    assert.equal(data, null)
+    assert.equal(error.code, 'PGRST100')
+    assert.equal(error.message, 'Too many embedded resources')
+    assert.ok(ms < 2000, `answered in ${ms} ms`)
+  })
+
+  test('a body over the limit is 413 in PostgREST\'s shape, and nothing is written', async () => {
+    const before = psql(`SELECT count(*) FROM public.contacts WHERE tenant_id = :'t'`, { t: ids.tenantA })
+    const rows = Array.from({ length: 1200 }, (_, i) => ({ name: `big ${i}`, notes: 'x'.repeat(1000) }))
+    const { data, error, status } = await ada.from('contacts').insert(rows)
+    assert.equal(status, 413)
+    assert.equal(data, null)
+    assert.equal(error.code, 'PGRST102')
+    assert.equal(typeof error.message, 'string')
+    assert.equal(psql(`SELECT count(*) FROM public.contacts WHERE tenant_id = :'t'`, { t: ids.tenantA }), before)
+  })
+
+  test('awp_notify_gateway is not callable: 403 42501', async () => {
+    const { error, status } = await ada.rpc('awp_notify_gateway', { p_channel: 'pgrst', p_payload: 'reload schema' })
+    assert.equal(status, 403)
+    assert.equal(error.code, '42501')
+  })
+
+  test('a VOLATILE function is not called by { get: true }: 405 25006, and nothing changes', async () => {
+    const { data: queued, error: qe } = await ada
+      .from('agent_commands')
+      .insert({ gateway_id: ids.gatewayA, action: 'list_models', status: 'pending' })
+      .select('id')
+      .single()
+    assert.equal(qe, null)
+    const { error, status } = await ada.rpc('cancel_command', { p_command_id: queued.id }, { get: true })
+    assert.equal(status, 405)
+    assert.equal(error.code, '25006')
+    assert.notEqual(psql(`SELECT status FROM public.agent_commands WHERE id = :'id'`, { id: queued.id }), 'cancelled')
+    // By POST it runs (and the command leaves the queue again).
+    const { error: pe } = await ada.rpc('cancel_command', { p_command_id: queued.id })
+    assert.equal(pe, null)
+    assert.equal(psql(`SELECT status FROM public.agent_commands WHERE id = :'id'`, { id: queued.id }), 'cancelled')
+    psql(`DELETE FROM public.agent_commands WHERE id = :'id'`, { id: queued.id })
+  })
+
+  test('limit and offset that are not integers are 400, never every row', async () => {
+    const { anonKey } = await config()
+    const token = await accessToken(ada)
+    for (const q of ['limit=-1abc', 'offset=x']) {
+      const r = await http(`/rest/v1/tasks?select=id&${q}`, { token, apikey: anonKey })
+      assert.equal(r.status, 400, q)
+      assert.equal(r.json.code, 'PGRST100', q)
+    }
+  })
+})

@@ -158,6 +158,23 @@ describe('two tenants', () => {
   })
 })
 
+describe('counts tell a user nothing of another tenant', () => {
+  test('count planned and estimated of the other tenant\'s rows are 0 (the exact count of what it may see)', async () => {
+    const ada = await signedIn('ada')
+    const theirs = Number(psql(`SELECT count(*) FROM public.tasks WHERE tenant_id = :'t'`, { t: ids.tenantB }))
+    assert.ok(theirs > 0, 'tenant B has tasks')
+    psql('ANALYZE public.tasks')
+    for (const count of ['planned', 'estimated']) {
+      const other = await ada.from('tasks').select('id', { count, head: true }).eq('tenant_id', ids.tenantB)
+      assert.equal(other.error, null)
+      assert.equal(other.count, 0, `count=${count} of tenant B's tasks`)
+      const own = await ada.from('tasks').select('id', { count, head: true })
+      const mine = Number(psql(`SELECT count(*) FROM public.tasks WHERE tenant_id = :'t'`, { t: ids.tenantA }))
+      assert.equal(own.count, mine, `count=${count} of its own tasks`)
+    }
+  })
+})
+
 describe('a user of no tenant', () => {
   let nob
   before(async () => {

@@ -219,8 +219,8 @@ TEST_CASE("integration: every per-gateway NOTIFY is also raised on awp_wake, as 
             .text(0, 0));
     auto listener = db.daemon();
     listener.exec("LISTEN " + listener.quote_identifier(std::string(wake::kChannel)));
-    // A user's write through the API fires the triggers as that user (they are not SECURITY
-    // DEFINER): the user must be allowed to raise the wake-up.
+    // A user's write through the API fires the triggers, which run as their owner (sql/0034):
+    // the wake-up is raised though the user may not call awp_notify_gateway itself.
     auto user = db.api();
     awp::test::as_user(user, tenant, "00000000-0000-0000-0000-0000000000aa");
     user.exec(

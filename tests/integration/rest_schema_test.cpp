@@ -473,11 +473,16 @@ TEST_CASE("the catalog statement describes a scratch schema to an unprivileged l
               }).hint() == "");
     }
 
-    SECTION("per-role settings the API applies, and only those") {
+    SECTION("per-role settings the API applies, and only those; who sees every row") {
         REQUIRE(sc.roles.count("anon") == 1);
         CHECK(sc.roles.at("anon").settings == pairs{{"statement_timeout", "3s"}});
         CHECK(sc.roles.at("authenticated").settings == pairs{{"statement_timeout", "8s"}});
-        CHECK(sc.roles.count("service_role") == 0);
+        REQUIRE(sc.roles.count("service_role") == 1);
+        CHECK(sc.roles.at("service_role").settings.empty());
+        // Planned counts are answered only for a role whose rows are the table's.
+        CHECK(sc.roles.at("service_role").bypass_rls);
+        CHECK_FALSE(sc.roles.at("anon").bypass_rls);
+        CHECK_FALSE(sc.roles.at("authenticated").bypass_rls);
     }
 }
 

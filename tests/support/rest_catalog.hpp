@@ -47,11 +47,13 @@ struct param_spec {
 class catalog {
 public:
     catalog& table(const std::string& schema, const std::string& name, const std::vector<col>& cols,
-                   const std::vector<std::string>& pk, char kind = 'r') {
+                   const std::vector<std::string>& pk, char kind = 'r', bool rls = true) {
         core_.w.StartObject();
         core_.kv("schema", schema);
         core_.kv("name", name);
         core_.kv("kind", std::string(1, kind));
+        core_.key("rls");
+        core_.w.Bool(rls);
         core_.key("description");
         core_.w.Null();
         for (const char* flag : {"insertable", "updatable", "deletable"}) {

@@ -539,8 +539,7 @@ TEST_CASE("ranges: limit and offset per level, the Range header on GET", "[rest]
     CHECK(parse_get("").top_range == row_range{0, std::nullopt});
     CHECK(parse_get("offset=5").top_range == row_range{5, std::nullopt});
     CHECK(parse_get("limit=0").top_range == row_range{0, 0});
-    CHECK(parse_get("limit=abc").top_range == row_range{0, std::nullopt});  // ignored
-    CHECK(parse_get("limit=1&limit=2").top_range == row_range{0, 2});       // the last counts
+    CHECK(parse_get("limit=1&limit=2").top_range == row_range{0, 2});  // the last counts
 
     raw_request h = get("/items", "");
     h.range = "0-9";

@@ -298,6 +298,7 @@ void add_options(core::daemon::cli& cli, gateway_config& c) {
         ->check(CLI::Range(0.0, 30.0 * 86400))
         ->capture_default_str();
     add_storage_options(cli, c.storage);  // STORAGE_* (storage.cpp, docs/storage.md)
+    add_limit_options(cli, c.limits);
     app.add_option("--outbound-allow", c.outbound_allow,
                    "Comma list of CIDRs, addresses or host names (each optionally :port) the "
                    "gateway may reach for tenants besides public addresses (connectors) and the "
@@ -379,6 +380,7 @@ void validate(gateway_config& c) {
             throw core::config_error("API_REST_STATEMENT_TIMEOUT must be a duration like 30s");
         }
     }
+    validate_limits(c.limits);
     if (c.threads == 0)
         c.threads = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
 }
@@ -416,6 +418,8 @@ gateway::gateway(net::io_context& ioc, gateway_config cfg)
     o.name = "awp-api-gateway";
     o.hsts = cfg_.hsts;
     o.access_log = cfg_.access_log;
+    o.trusted = cfg_.limits.proxies;
+    rates_ = std::make_unique<request_rates>(cfg_.limits);
     rest_ = std::make_unique<rest_state>();
     realtime_ = std::make_unique<realtime_hub>(*this, ioc_, cfg_.realtime);
     storage_ = std::make_unique<storage_service>(*this, ioc_, cfg_.storage);
@@ -520,27 +524,37 @@ http::router gateway::routes() {
     // gains nothing a script could not do: no same-origin check; any origin may read the answers
     // (CORS), as on the hosted platform. Errors in GoTrue's shape.
     auto gotrue = [this](net::awaitable<response> (gateway::*fn)(request)) -> http::handler {
-        return [this, fn](request req) { return auth_v1(fn, std::move(req)); };
+        return [this, fn](request req) { return auth_v1_limited(fn, std::move(req)); };
     };
+    // What the server itself refuses on these routes (413 ...) answers in each dialect's shape.
+    auto gotrue_shape = [](const http::headers& h, unsigned status, std::string_view code,
+                           std::string_view message) {
+        return gotrue_refusal(h, status, status == 413 ? "validation_failed" : std::string(code),
+                              std::string(message));
+    };
+    http::route_options auth_small = small;
+    auth_small.error_shape = gotrue_shape;
     http::route_options auth_body;
     auth_body.body_limit = 32 * 1024;  // credentials and at most 16 KiB of user metadata
+    auth_body.error_shape = gotrue_shape;
     r.add("POST", "/auth/v1/token", gotrue(&gateway::auth_token), auth_body);
     r.add("POST", "/auth/v1/signup", gotrue(&gateway::auth_signup), auth_body);
-    r.add("GET", "/auth/v1/user", gotrue(&gateway::auth_user_get), small);
+    r.add("GET", "/auth/v1/user", gotrue(&gateway::auth_user_get), auth_small);
     r.add("PUT", "/auth/v1/user", gotrue(&gateway::auth_user_put), auth_body);
     r.add("POST", "/auth/v1/logout", gotrue(&gateway::auth_logout), auth_body);
-    r.add("GET", "/auth/v1/reauthenticate", gotrue(&gateway::auth_reauthenticate), small);
-    r.add("GET", "/auth/v1/settings", gotrue(&gateway::auth_settings), small);
-    r.add("GET", "/auth/v1/health", gotrue(&gateway::auth_health), small);
-    r.add("GET", "/auth/v1/.well-known/jwks.json", gotrue(&gateway::auth_jwks), small);
+    r.add("GET", "/auth/v1/reauthenticate", gotrue(&gateway::auth_reauthenticate), auth_small);
+    r.add("GET", "/auth/v1/settings", gotrue(&gateway::auth_settings), auth_small);
+    r.add("GET", "/auth/v1/health", gotrue(&gateway::auth_health), auth_small);
+    r.add("GET", "/auth/v1/.well-known/jwks.json", gotrue(&gateway::auth_jwks), auth_small);
     // The admin API (gotrue_admin.cpp): the service role only; what awp does not serve is
     // answered after the same check, in GoTrue's words.
-    r.add("GET", "/auth/v1/admin/users", gotrue(&gateway::admin_users_list), small);
+    r.add("GET", "/auth/v1/admin/users", gotrue(&gateway::admin_users_list), auth_small);
     r.add("POST", "/auth/v1/admin/users", gotrue(&gateway::admin_user_create), auth_body);
-    r.add("GET", "/auth/v1/admin/users/:id", gotrue(&gateway::admin_user_get), small);
+    r.add("GET", "/auth/v1/admin/users/:id", gotrue(&gateway::admin_user_get), auth_small);
     r.add("PUT", "/auth/v1/admin/users/:id", gotrue(&gateway::admin_user_update), auth_body);
     r.add("DELETE", "/auth/v1/admin/users/:id", gotrue(&gateway::admin_user_delete), auth_body);
-    r.add("GET", "/auth/v1/admin/users/:id/factors", gotrue(&gateway::admin_user_factors), small);
+    r.add("GET", "/auth/v1/admin/users/:id/factors", gotrue(&gateway::admin_user_factors),
+          auth_small);
     r.add(std::vector<std::string>{"PUT", "DELETE"}, "/auth/v1/admin/users/:id/factors/:factor",
           gotrue(&gateway::admin_user_factors), auth_body);
     r.add("POST", "/auth/v1/invite", gotrue(&gateway::admin_unsupported), auth_body);
@@ -554,6 +568,15 @@ http::router gateway::routes() {
     http::route_options rest_body;
     rest_body.body_limit = cfg_.rest_body_limit;
     rest_body.raw_query = true;  // PostgREST's own grammar reads it (PGRST100, not bad_query)
+    rest_body.error_shape = [](const http::headers& h, unsigned status, std::string_view,
+                               std::string_view message) {
+        return rest_error(
+            h, status, "PGRST102",
+            status == 413   ? "The request body is too large"
+            : status == 408 ? "The request body was not received in time"
+                            : "The request body is malformed",
+            message, status == 413 ? "Send a smaller body: the limit is API_REST_BODY_LIMIT." : "");
+    };
     const std::vector<std::string> rest_methods{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
     auto rest_handler = [this](request req) { return rest_request(std::move(req)); };
     r.add(rest_methods, "/rest/v1", rest_handler, rest_body);
@@ -572,10 +595,26 @@ http::router gateway::routes() {
 
 // ---- public ---------------------------------------------------------------------------------
 
-net::awaitable<response> gateway::health(request) {
-    co_return response::json(200, R"({"ok":true,"ts":")" + core::now_iso8601_utc() +
-                                      R"(","realtime":)" + realtime_->health_json() +
-                                      R"(,"storage":)" + storage_->health_json() + "}");
+net::awaitable<response> gateway::health(request r) {
+    // Anyone may ask whether the gateway is up (and realtime's state); the figures (sockets,
+    // channels, events, visibility checks, the slot's lag, rate-limit buckets, the object store)
+    // are an operator's: the service role or an operator's session.
+    bool op = false;
+    if (r.header.has("authorization") || r.header.has("cookie")) {
+        try {
+            op = require_operator(r).is_operator;
+        } catch (const std::exception&) {
+            op = false;  // a caller who is not an operator gets the public answer, not a 401
+        }
+    }
+    std::string body = R"({"ok":true,"ts":")" + core::now_iso8601_utc() + R"(","realtime":)";
+    if (op) {
+        body += realtime_->health_json() + R"(,"rate_limit_buckets":)" +
+                std::to_string(rates_->buckets()) + R"(,"storage":)" + storage_->health_json();
+    } else {
+        body += realtime_->public_health_json();
+    }
+    co_return response::json(200, body + "}");
 }
 
 std::string own_workspace_id(const gateway_config& c) {

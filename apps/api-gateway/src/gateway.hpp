@@ -26,6 +26,7 @@
 #include "awp/http/outbound.hpp"
 #include "awp/http/server.hpp"
 #include "awp/rest/schema.hpp"
+#include "limits.hpp"
 #include "realtime.hpp"
 #include "storage.hpp"
 
@@ -106,6 +107,7 @@ struct gateway_config {
     std::chrono::milliseconds drain_timeout{20'000};
     realtime_config realtime;  // REALTIME_* (realtime.hpp, docs/realtime.md)
     storage_config storage;    // STORAGE_* (storage.hpp, docs/storage.md)
+    limits_config limits;      // API_TRUSTED_PROXIES, API_RATE_*, cost bounds (limits.hpp)
 };
 
 /// Adds every option with its environment name to the CLI (secrets marked).
@@ -391,6 +393,8 @@ public:
     [[nodiscard]] http::outbound_check outbound_check(http::outbound_scope scope,
                                                       std::vector<net::ip::address> own = {}) const;
     db_pool& db() { return *db_; }
+    /// Request rates per client address and user (limits.hpp): /rest/v1, /auth/v1, joins.
+    request_rates& rates() { return *rates_; }
     registry& workspaces() { return *registry_; }
     session_store& sessions() { return *sessions_; }
     connector_registry& connectors() { return *connectors_; }
@@ -478,6 +482,9 @@ private:
     /// Runs an /auth/v1 handler: any failure answered in GoTrue's error shape, CORS on every
     /// answer.
     net::awaitable<response> auth_v1(net::awaitable<response> (gateway::*fn)(request), request r);
+    /// auth_v1 behind the request rates of /auth/v1 (limits.cpp): 429 over_request_rate_limit.
+    net::awaitable<response> auth_v1_limited(net::awaitable<response> (gateway::*fn)(request),
+                                             request r);
     /// OPTIONS on a data-API path (/auth/v1, /rest/v1): the CORS preflight.
     net::awaitable<response> data_api_preflight(request r);
     // rest.cpp: the data API (/rest/v1), its schema cache and its reloads
@@ -526,6 +533,7 @@ private:
     std::unique_ptr<connector_registry> connectors_;
     std::unique_ptr<http::server> server_;
     std::unique_ptr<rest_state> rest_;
+    std::unique_ptr<request_rates> rates_;
     std::unique_ptr<realtime_hub> realtime_;    // after db_: it goes first
     std::unique_ptr<storage_service> storage_;  // after db_: it goes first
     net::thread_pool cpu_{2};                   // Argon2id off the io threads
@@ -549,6 +557,11 @@ private:
 /// any origin may read them (Access-Control-Allow-Origin: *, no credentials: these routes take
 /// a bearer token, never a cookie), with the headers the client library reads exposed.
 void add_data_api_cors(const request& r, response& res);
+
+/// A refusal of /auth/v1 in GoTrue's error shape for the client's API version, with CORS
+/// (gotrue.cpp): the answers the gateway gives before a GoTrue handler runs (429, 413).
+response gotrue_refusal(const http::headers& request_headers, unsigned status, std::string code,
+                        std::string msg, long retry_after = 0);
 
 /// Session cookie written by POST /api/auth/login.
 inline constexpr const char* kSessionCookie = "awp-auth-token";

@@ -666,4 +666,14 @@ net::awaitable<response> gateway::auth_jwks(request) {
     co_return response::json(200, R"({"keys":[]})");
 }
 
+response gotrue_refusal(const http::headers& request_headers, unsigned status, std::string code,
+                        std::string msg, long retry_after) {
+    auto res = error_response(request_headers,
+                              failure{status, std::move(code), std::move(msg), {}, retry_after});
+    request for_cors;
+    for_cors.header = request_headers;
+    add_data_api_cors(for_cors, res);
+    return res;
+}
+
 }  // namespace awp::api

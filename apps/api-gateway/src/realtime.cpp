@@ -238,6 +238,19 @@ net::awaitable<void> realtime_hub::sweep() {
     }
 }
 
+std::string realtime_hub::public_health_json() const {
+    core::json::writer j;
+    j.w.StartObject();
+    j.key("enabled");
+    j.w.Bool(cfg_.enabled);
+    j.key("capture");
+    j.w.StartObject();
+    j.kv("state", capture_ ? capture_->status().state : std::string("off"));
+    j.w.EndObject();
+    j.w.EndObject();
+    return j.str();
+}
+
 std::string realtime_hub::health_json() const {
     core::json::writer j;
     j.w.StartObject();

@@ -88,6 +88,8 @@ public:
 
     /// /api/health's `realtime` object: sockets, channels, the capture's state and slot figures.
     [[nodiscard]] std::string health_json() const;
+    /// What anyone may read of it: enabled and the capture's state, no figures.
+    [[nodiscard]] std::string public_health_json() const;
 
     /// Called by a socket's session (realtime_socket.cpp).
     void add(const std::shared_ptr<realtime_socket>& s);

@@ -233,6 +233,12 @@ net::awaitable<void> realtime_hub::session(std::shared_ptr<http::websocket> ws,
             throw join_refused("too many realtime sockets for this user (at most " +
                                std::to_string(cfg_.max_sockets_per_user) + ")");
         }
+        // Joins per client address and per user, across sockets (limits.hpp).
+        if (ch.as->who.role != "service_role") {
+            if (auto no = g_.rates().take(rate_surface::join, s->ws->remote(), ch.as->who.sub)) {
+                throw join_refused("too many joins: " + no->message);
+            }
+        }
         const auto* config = object_member(m.payload, "config");
         bool presence = false;
         if (config && config->IsObject()) {

@@ -174,7 +174,16 @@ net::awaitable<response> gateway::rest_request(request r) {
     try {
         const auto who = data_api_principal(r);
         has_jwt = who.has_jwt;
-        const auto cache = co_await schema_cache();
+        // Request rates (limits.hpp) before any other work. The service role is not limited:
+        // it holds every key already.
+        if (who.role != "service_role") {
+            if (auto no = rates_->take(rate_surface::rest, r.remote, who.sub)) {
+                rest::api_error e(429, "over_request_rate_limit", "Too many requests", no->message,
+                                  "Wait the seconds Retry-After gives, then retry.");
+                e.headers.emplace_back("Retry-After", std::to_string(no->retry_after));
+                throw e;
+            }
+        }
         rest::raw_request in;
         in.method = r.method;
         const std::string_view full = r.path;
@@ -197,6 +206,12 @@ net::awaitable<response> gateway::rest_request(request r) {
         in.accept_profile = header_of(r, "accept-profile");
         in.content_profile = header_of(r, "content-profile");
         in.body = r.body;
+        // The grammar and its bounds (embeds, select items, conditions ...) first: a request
+        // refused there never waits for the schema cache or reaches Postgres.
+        rest::limits bounds;
+        bounds.max_embeds = cfg_.limits.max_embeds;
+        auto parsed = rest::parse(in, cfg_.rest_schemas, bounds);
+        const auto cache = co_await schema_cache();
         rest::options opts;
         if (cfg_.rest_max_rows > 0) {
             opts.max_rows = cfg_.rest_max_rows;
@@ -206,7 +221,11 @@ net::awaitable<response> gateway::rest_request(request r) {
         opts.tx_override = cfg_.rest_tx_override;
         opts.aggregates = cfg_.rest_aggregates;
         opts.plan = cfg_.rest_plan;
-        auto prepared = rest::prepare(rest::parse(in, cache->schemas), *cache, opts);
+        opts.max_joins = cfg_.limits.max_joins;
+        if (auto it = cache->roles.find(who.role); it != cache->roles.end()) {
+            opts.role_bypasses_rls = it->second.bypass_rls;
+        }
+        auto prepared = rest::prepare(std::move(parsed), *cache, opts);
         rest::outcome out;
         if (prepared.req.action == rest::action::info) {
             out = rest::respond(prepared, rest::main_row{}, std::nullopt, opts);
@@ -224,7 +243,11 @@ net::awaitable<response> gateway::rest_request(request r) {
             if (auto it = cache->roles.find(who.role); it != cache->roles.end()) {
                 facts.role_settings = it->second.settings;
             }
-            facts.default_statement_timeout = cfg_.rest_statement_timeout;
+            // Each role's time budget (limits.hpp) unless the role sets its own.
+            facts.default_statement_timeout =
+                who.role == "anon"            ? cfg_.limits.anon_statement_timeout
+                : who.role == "authenticated" ? cfg_.limits.authenticated_statement_timeout
+                                              : cfg_.rest_statement_timeout;
             facts.read_only = prepared.req.read_only;
             const auto setup = rest::setup_statement(facts);
             pg::params sp;

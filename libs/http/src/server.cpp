@@ -351,6 +351,17 @@ struct outcome {
     bool close = false;
 };
 
+/// A refused body still arriving after the refusal is read and dropped this long, this much.
+constexpr std::chrono::milliseconds kLingerTime{2000};
+constexpr std::size_t kLingerBytes = 32 * 1024 * 1024;
+
+/// An error the server answers itself on a matched route, in the route's dialect.
+response route_error(const route_options& o, const request& req, unsigned status,
+                     std::string_view code, std::string_view message) {
+    if (o.error_shape) return o.error_shape(req.header, status, code, message);
+    return response::error(status, code, message);
+}
+
 net::awaitable<response> invoke(const handler* h, request req) {
     std::string failure;
     std::optional<response> answer;
@@ -457,6 +468,9 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         auto ep = stream.socket().remote_endpoint(ec);
         if (!ec) remote = ep.address().to_string();
     }
+    // The client's address (client_address.hpp) of the request being served: the access log's
+    // and, for a websocket, the socket's remote().
+    std::string client = remote;
     beast::flat_buffer buffer;
     bool first = true;
     const auto& o = s->options;
@@ -513,10 +527,12 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         auto q = req.target.find('?');
         req.path = req.target.substr(0, q);
         if (q != std::string::npos) req.query = req.target.substr(q + 1);
-        req.remote = remote;
+        req.peer = remote;
         req.keep_alive = client_keep_alive;
         for (const auto& f : hdr)
             req.header.add(std::string(f.name_string()), std::string(f.value()));
+        req.remote = client_address(req.peer, req.header, o.trusted);
+        client = req.remote;
         const bool head = req.method == "HEAD";
 
         std::optional<response> early;
@@ -565,7 +581,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                             core::log::info("request", {{"method", method},
                                                         {"path", path},
                                                         {"status", 101},
-                                                        {"remote", remote}});
+                                                        {"remote", client}});
                         }
                         upgrade.emplace(parser.release());
                         ws_accept = std::move(accept);
@@ -585,8 +601,8 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                 }
             }
             if (auto len = parser.content_length(); !early && len && *len > m.options.body_limit) {
-                early = response::error(
-                    413, "body_too_large",
+                early = route_error(
+                    m.options, req, 413, "body_too_large",
                     "request body exceeds " + std::to_string(m.options.body_limit) + " bytes");
                 early->close = true;
             }
@@ -649,19 +665,21 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                                     "insufficient_storage", "the request body cannot be stored");
                 close_after = true;
             } else if (bec == bhttp::error::body_limit) {
-                early = response::error(
-                    413, "body_too_large",
+                early = route_error(
+                    m.options, req, 413, "body_too_large",
                     "request body exceeds " + std::to_string(m.options.body_limit) + " bytes");
                 close_after = true;
+                unread_body = true;
             } else if (bec == beast::error::timeout) {
-                early = response::error(408, "timeout", "request body not received in time");
+                early = route_error(m.options, req, 408, "timeout",
+                                    "request body not received in time");
                 close_after = true;
             } else if (bec) {
                 if (bec == bhttp::error::end_of_stream || bec == net::error::eof ||
                     bec == net::error::connection_reset) {
                     break;
                 }
-                early = response::error(400, "bad_request", "malformed request body");
+                early = route_error(m.options, req, 400, "bad_request", "malformed request body");
                 close_after = true;
             }
         } else if (early && !parser.is_done()) {
@@ -707,7 +725,7 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
                                         {"duration_ms", static_cast<double>(us) / 1000.0},
                                         {"bytes_in", bytes_in},
                                         {"bytes_out", bytes_out},
-                                        {"remote", remote}});
+                                        {"remote", client}});
         }
         if (!written || !keep) break;
     }
@@ -719,24 +737,24 @@ net::awaitable<void> session(std::shared_ptr<server::impl> s, tcp::socket sock) 
         // the moved-from object, which a coroutine's parameter keeps for the socket's life.
         auto h = std::make_unique<detail::websocket_handoff>(
             detail::websocket_handoff{stream.release_socket(), std::move(*upgrade),
-                                      std::move(ws_accept), ws_options, std::move(remote)});
+                                      std::move(ws_accept), ws_options, std::move(client)});
         net::co_spawn(ex, websocket_connection(s, st, std::move(h)), net::detached);
         co_return;
     }
     boost::system::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
     if (unread_body) {
-        // Lingering close, bounded: up to kLingerBytes or kLinger, whichever comes first.
-        constexpr std::size_t kLingerBytes = 4 * 1024 * 1024;
-        constexpr auto kLinger = std::chrono::seconds(2);
-        std::vector<char> sink(file_body::kChunk);
-        std::size_t drained = 0;
-        stream.expires_after(kLinger);
-        while (drained < kLingerBytes) {
-            auto [lec, ln] =
+        // A lingering close (as nginx's): closing a socket with unread bytes makes the kernel send
+        // a reset, and a client still writing the refused body would lose the refusal with it.
+        // What it still sends is read and dropped, for a short while and a bounded amount.
+        stream.expires_after(kLingerTime);
+        std::vector<char> sink(16 * 1024);
+        std::size_t dropped = 0;
+        while (dropped < kLingerBytes) {
+            auto [rec, n] =
                 co_await stream.async_read_some(net::buffer(sink), net::as_tuple(use_awaitable));
-            if (lec) break;
-            drained += ln;
+            if (rec) break;
+            dropped += n;
         }
     }
     st->stream = nullptr;

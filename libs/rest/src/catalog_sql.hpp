@@ -6,7 +6,7 @@ namespace awp::rest::detail {
 
 // Shape (decode() in schema.cpp reads exactly this):
 //   server_version_num  text
-//   tables    [{schema,name,kind,description,insertable,updatable,deletable,pk,columns}]
+//   tables    [{schema,name,kind,rls,description,insertable,updatable,deletable,pk,columns}]
 //   fks       [{constraint,schema,table,fschema,ftable,columns:[[col,fcol]],one_to_one}]
 //   view_rels [{oid,schema,name,kind,columns:[[attnum,name]],keys:[{name,type,cols}],action}]
 //             every view of the exposed schemas, the views they read (any schema, through
@@ -54,7 +54,7 @@ type_names AS (
   JOIN pg_catalog.pg_namespace en ON en.oid = e.typnamespace
 ),
 rels AS (
-  SELECT c.oid, c.relname, c.relkind, n.nspname, c.reltype
+  SELECT c.oid, c.relname, c.relkind, n.nspname, c.reltype, c.relrowsecurity
   FROM pg_catalog.pg_class c JOIN exposed n ON n.oid = c.relnamespace
   WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND NOT c.relispartition
 ),
@@ -140,6 +140,7 @@ tables_json AS (
     'schema', r.nspname,
     'name', r.relname,
     'kind', r.relkind,
+    'rls', r.relrowsecurity,
     'description', td.description,
     'insertable', r.relkind IN ('r', 'p') OR (r.relkind IN ('v', 'f')
                   AND (pg_catalog.pg_relation_is_updatable(r.oid::regclass, true) & 8) = 8),
@@ -319,11 +320,17 @@ role_settings AS (
          OR pg_catalog.has_parameter_privilege(ps.name, 'SET'))
   ORDER BY r.rolname, kv.key, s.setdatabase DESC
 ),
+-- each API role: whether it sees every row (BYPASSRLS or superuser: planned counts) and its
+-- settings
 roles_json AS (
-  SELECT coalesce(json_agg(json_build_object('role', g.rolname, 'settings', g.settings)
-                           ORDER BY g.rolname), '[]'::json) AS j
-  FROM (SELECT rolname, json_agg(json_build_array(key, value) ORDER BY key) AS settings
-        FROM role_settings GROUP BY rolname) g
+  SELECT coalesce(json_agg(json_build_object(
+           'role', r.rolname,
+           'bypass_rls', r.rolbypassrls OR r.rolsuper,
+           'settings', coalesce(g.settings, '[]'::json)) ORDER BY r.rolname), '[]'::json) AS j
+  FROM pg_catalog.pg_roles r
+  LEFT JOIN (SELECT rolname, json_agg(json_build_array(key, value) ORDER BY key) AS settings
+             FROM role_settings GROUP BY rolname) g ON g.rolname = r.rolname
+  WHERE r.rolname IN ('anon', 'authenticated', 'service_role')
 )
 SELECT json_build_object(
   'server_version_num', pg_catalog.current_setting('server_version_num'),

@@ -165,11 +165,29 @@ level* find_level(level& root, const embed_path& path) {
     return at;
 }
 
+/// The joins a level's embeds make: one each, two through a many-to-many's junction.
+std::size_t joins_of(const level& l) {
+    std::size_t n = 0;
+    for (const auto& k : l.kids) {
+        n += (k.rel && k.rel->card == cardinality::many_to_many ? 2 : 1) + joins_of(k);
+    }
+    return n;
+}
+
 }  // namespace
 
 level build_level(const schema_cache& sc, const qualified_name& from, const table* tbl,
-                  std::string alias, const std::vector<select_item>& items, bool aggregates) {
-    return build(sc, from, tbl, std::move(alias), items, aggregates, 0, false);
+                  std::string alias, const std::vector<select_item>& items, bool aggregates,
+                  std::size_t max_joins) {
+    level root = build(sc, from, tbl, std::move(alias), items, aggregates, 0, false);
+    if (const auto n = joins_of(root); n > max_joins) {
+        throw api_error(400, "PGRST100", "Too many joins",
+                        "The embedded resources make " + std::to_string(n) +
+                            " joins (a many-to-many counts two); at most " +
+                            std::to_string(max_joins) + " are accepted.",
+                        "Ask for fewer related resources in one request, or join them in a view.");
+    }
+    return root;
 }
 
 void place_conditions(level& root, const api_request& req, bool root_filters) {

@@ -4,6 +4,8 @@
 // wraps it in the statement of a read, a write or a call.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,10 +56,11 @@ struct level {
 
 /// Builds the tree of `items` below a level of `from` (its table `tbl`, FROM alias `alias`).
 /// Throws api_error for unknown embeds (PGRST200/201), casts (PGRST100), aggregates when not
-/// allowed (PGRST123).
+/// allowed (PGRST123), more than `max_joins` joins (PGRST100; a many-to-many counts two).
 [[nodiscard]] level build_level(const schema_cache& sc, const qualified_name& from,
                                 const table* tbl, std::string alias,
-                                const std::vector<select_item>& items, bool aggregates);
+                                const std::vector<select_item>& items, bool aggregates,
+                                std::size_t max_joins = SIZE_MAX);
 
 /// Places the request's filters, logic trees, orders and ranges on the levels their embed
 /// paths name (PGRST108 for a path that names no embed). `root_filters`: whether the top

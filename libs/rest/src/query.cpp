@@ -152,12 +152,33 @@ std::string explain(const std::string& sql) { return "EXPLAIN (FORMAT JSON) " + 
 
 // ---- reads ----------------------------------------------------------------------------------
 
+/// Every relation a level reads, its embeds' included, is a table without row-level security:
+/// the role's rows are the table's.
+bool rows_are_the_tables(const detail::level& l) {
+    if (!l.tbl || l.tbl->is_view() || l.tbl->rls) return false;
+    if (l.rel && l.rel->card == cardinality::computed) return false;
+    return std::all_of(l.kids.begin(), l.kids.end(), rows_are_the_tables);
+}
+
+/// count=planned|estimated come from the planner's statistics, which count every row of a
+/// table, other tenants' included: `tenant_id=eq.<another tenant>` with count=planned told that
+/// tenant's row count (issue 37, finding 5). They are answered only where the role's rows are
+/// the table's (a role that bypasses row-level security, or tables without it); anyone else
+/// gets the exact count of what it may see (Preference-Applied says count=exact).
+void exact_unless_estimate_is_safe(api_request& r, const options& o, bool rows_are_the_tables) {
+    if ((r.prefer.count == prefer_count::planned || r.prefer.count == prefer_count::estimated) &&
+        !o.role_bypasses_rls && !rows_are_the_tables) {
+        r.prefer.count = prefer_count::exact;
+    }
+}
+
 void prepare_read(prepared& p, const schema_cache& sc, const options& o) {
     auto& r = p.req;
     const qualified_name id{r.schema, r.target};
     const table& t = sc.find_table(id);
-    level root = detail::build_level(sc, id, &t, r.target, r.select, o.aggregates);
+    level root = detail::build_level(sc, id, &t, r.target, r.select, o.aggregates, o.max_joins);
     detail::place_conditions(root, r, true);
+    exact_unless_estimate_is_safe(r, o, rows_are_the_tables(root));
     binder b;
     std::string select = detail::render_select(root, b);
     const auto range = detail::render_range(restricted(r.top_range, o.max_rows));
@@ -412,7 +433,8 @@ void prepare_write(prepared& p, const schema_cache& sc, const options& o) {
     std::string mutation = mutation_sql(r, t, where_level, b, rows);
     std::string outer_from = "SELECT * FROM pgrst_source";
     if (p.returns_body) {
-        level root = detail::build_level(sc, id, &t, t.id.name, r.select, o.aggregates);
+        level root =
+            detail::build_level(sc, id, &t, t.id.name, r.select, o.aggregates, o.max_joins);
         root.source_sql = "pgrst_source";
         detail::place_conditions(root, r, false);
         root.where.clear();
@@ -463,6 +485,21 @@ void prepare_call(prepared& p, const schema_cache& sc, const options& o) {
     const auto match =
         sc.find_function(id, keys, body_is_object, r.prefer.params_single_object, r.read_only);
     const function& fn = *match.fn;
+    // A function's rows are whatever it decides to return for the caller.
+    exact_unless_estimate_is_safe(r, o, false);
+    if (r.read_only && fn.volatility == 'v') {
+        // GET and HEAD change nothing: a VOLATILE function may (a write, a NOTIFY, a sequence),
+        // so it is not called read-only at all. PostgREST answers the same status and code when
+        // such a function writes (its read-only transaction refuses: 25006 -> 405); here the
+        // function is never started.
+        api_error e(
+            405, "25006",
+            "cannot execute " + fn.id.schema + "." + fn.id.name + "() in a read-only transaction",
+            "The function is VOLATILE: GET and HEAD run read-only and do not call it.",
+            "Call it with POST, or declare it STABLE if it changes nothing.");
+        e.headers.emplace_back("Allow", "OPTIONS,POST");
+        throw e;
+    }
     p.is_call = true;
     p.call_void = fn.returns_void;
     p.call_scalar = !fn.returns_composite && !fn.returns_void;
@@ -538,7 +575,8 @@ void prepare_call(prepared& p, const schema_cache& sc, const options& o) {
     if (fn.returns_composite) {
         const qualified_name shape = fn.returns_table.value_or(fn.id);
         const table* t = fn.returns_table ? sc.try_table(*fn.returns_table) : nullptr;
-        level root = detail::build_level(sc, shape, t, fn.id.name, r.select, o.aggregates);
+        level root =
+            detail::build_level(sc, shape, t, fn.id.name, r.select, o.aggregates, o.max_joins);
         root.source_sql = "pgrst_source";
         detail::place_conditions(root, r, true);
         // GET arguments are not filters (the grammar kept them apart).

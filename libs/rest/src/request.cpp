@@ -16,8 +16,8 @@ using detail::row_span;
 
 // ---- limits ---------------------------------------------------------------------------------
 
-[[noreturn]] void over(std::string message, std::string details) {
-    throw api_error(400, "PGRST100", std::move(message), std::move(details));
+[[noreturn]] void over(std::string message, std::string details, std::string hint = {}) {
+    throw api_error(400, "PGRST100", std::move(message), std::move(details), std::move(hint));
 }
 
 std::string at_most(std::size_t n, std::size_t max, std::string_view unit) {
@@ -72,6 +72,12 @@ public:
                      "It has more than " + std::to_string(lim_.max_select_items) +
                          " fields and embedded resources (at every level), the most accepted.");
             }
+            if (it.what != select_item::kind::field && ++embeds_ > lim_.max_embeds) {
+                over("Too many embedded resources",
+                     "The select parameter embeds more than " + std::to_string(lim_.max_embeds) +
+                         " resources (at every level, spreads included), the most accepted.",
+                     "Ask for fewer related resources in one request, or join them in a view.");
+            }
             fld(it.fld);
             name("alias", it.alias);
             name("cast", it.cast);
@@ -101,6 +107,7 @@ public:
 private:
     const limits& lim_;
     std::size_t select_items_ = 0;
+    std::size_t embeds_ = 0;
     std::size_t conditions_ = 0;
 };
 
@@ -174,13 +181,22 @@ std::vector<range_param> range_params(const std::vector<detail::query_item>& ite
         const auto w = last_word(it.key);
         if (w != "limit" && w != "offset") continue;
         const auto n = detail::read_integer(*it.value);
+        if (!n) {
+            // PostgREST reads a non-integer as no limit at all: a caller who asked for a page
+            // would get every row. Refused instead.
+            const std::string shown =
+                it.value->size() > 64 ? it.value->substr(0, 64) + "..." : *it.value;
+            throw api_error(400, "PGRST100",
+                            "\"failed to parse " + it.key + " parameter (" + shown + ")\"",
+                            std::string(w) + " takes a whole number of rows, such as 10");
+        }
         std::string key = it.key;
         if (w == "offset") key.replace(key.size() - 6, 6, "limit");
         if (std::find(order.begin(), order.end(), key) == order.end()) order.push_back(key);
         if (w == "limit") {
-            limit_of[key] = n ? row_span::all().restrict(*n) : row_span::all();
+            limit_of[key] = row_span::all().restrict(*n);
         } else {
-            offset_of[key] = n ? row_span::geq(*n) : row_span::all();
+            offset_of[key] = row_span::geq(*n);
         }
     }
     std::vector<range_param> out;

@@ -401,6 +401,8 @@ table decode_table(const Value& t) {
     table out;
     out.id = qname(t, "schema", "name");
     out.kind = one_char(t, "kind");
+    // Without the flag (an older catalog document), row-level security is assumed.
+    out.rls = !t.HasMember("rls") || boolean(t, "rls");
     out.description = str_or_empty(t, "description");
     out.insertable = boolean(t, "insertable");
     out.updatable = boolean(t, "updatable");
@@ -600,6 +602,7 @@ std::shared_ptr<const schema_cache> decode(std::string_view json,
     for (const auto& r : array(doc, "roles")) {
         role_settings rs;
         rs.settings = pairs(r, "settings");
+        if (r.IsObject() && r.HasMember("bypass_rls")) rs.bypass_rls = boolean(r, "bypass_rls");
         cache->roles[str(r, "role")] = std::move(rs);
     }
     return cache;

@@ -114,6 +114,19 @@ std::string sql_type(std::string_view cast) {
     for (const auto& [name, sql] : kBuiltins) {
         if (t == name) return std::string(sql);
     }
+    // The object identifier types look a name up in the catalog when text is cast to them, so
+    // `name::regrole` on a value the caller wrote answers whether a role, table, function or
+    // schema of that name exists (another tenant's gateway login, a table outside the exposed
+    // schemas): refused, whatever the value.
+    for (const std::string_view reg :
+         {"regclass", "regrole", "regproc", "regprocedure", "regoper", "regoperator", "regtype",
+          "regnamespace", "regconfig", "regdictionary", "regcollation"}) {
+        if (t == reg) {
+            throw api_error(400, "PGRST100", "\"failed to parse cast\"",
+                            "the cast '" + std::string(cast) +
+                                "' looks names up in the catalog and is not served");
+        }
+    }
     if (t.find(' ') != std::string::npos) {
         throw api_error(400, "PGRST100", "\"failed to parse cast\"",
                         "the cast '" + std::string(cast) + "' is not a type name");

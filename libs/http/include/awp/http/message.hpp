@@ -75,7 +75,10 @@ struct request {
     /// On routes with route_options::spool_body: the body, in an unlinked temporary file
     /// (read it with pread from offset 0; `body` is then empty). Null elsewhere.
     std::shared_ptr<file_body> body_file;
-    std::string remote;  // peer address
+    /// The client's address (client_address.hpp): the TCP peer, or behind a trusted proxy
+    /// (server_options::trusted_proxies) the address X-Forwarded-For gives for it.
+    std::string remote;
+    std::string peer;  ///< the TCP peer's address, whatever the headers say
     bool keep_alive = true;
     /// Route parameters: ":name" segments decoded, "*name" tails as sent (still encoded, each
     /// segment checked like the rest of the path).

@@ -9,11 +9,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include "awp/http/client_address.hpp"
 #include "awp/http/message.hpp"
 #include "awp/http/websocket.hpp"
 
@@ -55,6 +57,12 @@ struct route_options {
     /// who calls and whether the body is welcome are decided without reading it (an upload
     /// refused for its size, its caller or a full server costs no bytes).
     admit_handler admit;
+    /// The shape of the errors the server itself answers on this route before its handler runs
+    /// (413 body too large, 408 body too slow, 400 malformed body): a dialect with its own
+    /// error body (the data API's PostgREST and GoTrue shapes) sets it; null = response::error.
+    std::function<response(const headers& request_headers, unsigned status, std::string_view code,
+                           std::string_view message)>
+        error_shape;
 };
 
 /// Routes by method and path pattern. Pattern segments: literals, ":name" (one segment,
@@ -117,6 +125,8 @@ struct server_options {
     std::size_t unrouted_body_limit = 0;  // body allowed on 404/405 answers
     bool access_log = true;
     bool hsts = false;  // Strict-Transport-Security (behind a TLS-terminating proxy)
+    /// Proxies whose X-Forwarded-For gives the client's address (request::remote).
+    trusted_proxies trusted;
     int backlog = 1024;
 };
 

@@ -4,6 +4,7 @@
 // then shaped into the HTTP answer. docs/data-api.md, "How a request runs".
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,6 +23,14 @@ struct options {
     bool tx_override = false;                     ///< honour Prefer: tx=commit|rollback
     bool aggregates = true;                       ///< db-aggregates-enabled
     bool plan = false;                            ///< db-plan-enabled: the EXPLAIN media types
+    /// Joins the embeds of one request may make (a many-to-many counts two): PGRST100 past it,
+    /// before any statement is made.
+    std::size_t max_joins = 30;
+    /// The request's role sees every row of a table (BYPASSRLS or a superuser: the service
+    /// role). Only then, or when every relation a read counts is a table without row-level
+    /// security, are count=planned|estimated answered from the planner's estimate; otherwise
+    /// they are answered as count=exact (the estimate counts rows the role may not see).
+    bool role_bypasses_rls = false;
 };
 
 /// One statement with its parameters in text format (nullopt = NULL).

@@ -23,9 +23,13 @@ struct limits {
     /// The raw query string (414 past it). Below the HTTP server's 16 KiB of request line and
     /// headers (431 past those), so a long query gets PostgREST's body rather than the server's.
     std::size_t max_query_bytes = 12 * 1024;
-    std::size_t max_params = 200;               ///< query parameters
-    std::size_t max_conditions = 200;           ///< filters + logic-tree leaves, all levels
-    std::size_t max_select_items = 500;         ///< fields and embeds, all levels
+    std::size_t max_params = 200;        ///< query parameters
+    std::size_t max_conditions = 200;    ///< filters + logic-tree leaves, all levels
+    std::size_t max_select_items = 500;  ///< fields and embeds, all levels
+    /// Embedded resources (and spreads), all levels: each is a join the planner weighs before
+    /// privileges are checked, so a few hundred of them cost seconds of database CPU even for
+    /// a caller who may read nothing (issue 37, finding 4).
+    std::size_t max_embeds = 20;
     unsigned max_embed_depth = 8;               ///< nested embeds (and filter paths)
     unsigned max_logic_depth = 16;              ///< nested and()/or()
     std::size_t max_list_values = 1000;         ///< values of one in.(...)

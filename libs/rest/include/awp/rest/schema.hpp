@@ -57,6 +57,9 @@ struct table {
     bool insertable = false;  ///< tables always; views when auto-updatable or with triggers/rules
     bool updatable = false;
     bool deletable = false;
+    /// Row-level security is enabled (pg_class.relrowsecurity): it applies to the API roles,
+    /// which own no table. A view's rows depend on its definition: see query.cpp's counts.
+    bool rls = true;
     std::vector<std::string> primary_key;  ///< for a view: the base table's, when it shows them
     std::vector<column> columns;           ///< in position order
     std::string description;
@@ -147,6 +150,8 @@ struct function {
 /// role, e.g. ALTER ROLE anon SET statement_timeout = '3s').
 struct role_settings {
     std::vector<std::pair<std::string, std::string>> settings;
+    /// The role sees every row whatever the policies (BYPASSRLS or superuser).
+    bool bypass_rls = false;
 };
 
 class schema_cache {
