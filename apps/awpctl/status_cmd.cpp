@@ -65,7 +65,7 @@ SELECT json_build_object(
       FROM pg_catalog.pg_replication_slots s
      WHERE s.database = current_database()
        AND (s.slot_name = $2::text
-            OR left(s.slot_name::text, length($2::text) + 1) = $2::text || '_')), '[]'),
+            OR left(s.slot_name::text, length($2::text) + 1) = $2::text || '_')), '[]')),
   -- the object store of /storage/v1 (docs/storage.md): its rows from the database, its disk
   -- from STORAGE_DIR when this host has it
   'storage', json_build_object('dir', $3::text, 'free_bytes', $4::bigint,
