@@ -605,7 +605,8 @@ TEST_CASE("each gateway reads a slot of its own, and an abandoned one is dropped
         std::this_thread::sleep_for(milliseconds(250));
     }
     CHECK(slots() == std::vector<std::string>{w.slot + "_two:true"});
-    auto h = awp::core::json::parse(two.get("/api/health").body);
+    auto h = awp::core::json::parse(
+        two.get("/api/health", awp::test::bearer(awp::test::kApiServiceKey)).body);
     CHECK(h["realtime"]["capture"]["slots_dropped"].GetUint64() == 1);
     CHECK(h["realtime"]["capture"]["slot"] == (w.slot + "_two").c_str());
     // A prefix or instance that cannot make a slot name is bad configuration (exit 78).
@@ -649,7 +650,9 @@ TEST_CASE("realtime delivers a commit that the slot has before new snapshots see
     REQUIRE(a.open());
     REQUIRE(status_of(a.join("realtime:agents", agents_config("INSERT"))) == "ok");
     auto waits = [&] {
-        return awp::core::json::parse(gw.get("/api/health").body)["realtime"]["commit_waits"]
+        return awp::core::json::parse(
+                   gw.get("/api/health", awp::test::bearer(awp::test::kApiServiceKey))
+                       .body)["realtime"]["commit_waits"]
             .GetUint64();
     };
     REQUIRE(waits() == 0);
