@@ -612,7 +612,8 @@ TEST_CASE("Prefer: every token, the first of a kind wins, the rest is invalid", 
     CHECK(parse_prefer({"count=exact,"}).invalid == std::vector<std::string>{""});
 }
 
-TEST_CASE("Prefer: handling=strict refuses what was not understood, and the applied header", "[rest]") {
+TEST_CASE("Prefer: handling=strict refuses what was not understood, and the applied header",
+          "[rest]") {
     auto strict = parse_prefer({"handling=strict, anything"});
     auto e = refused([&] { strict.check_strict(); });
     CHECK(e.status() == 400);
