@@ -869,11 +869,18 @@ private:
 };
 
 // The claims as a small tree that keeps numbers as written (jsonb keeps 1.0 and 1.00 apart).
+struct jmember;
 struct jnode {
     char type = 'z';  // z null, t true, f false, n number, s string, o object, a array
     std::string text;
-    std::vector<std::pair<std::string, jnode>> members;
+    // Not std::pair<std::string, jnode>: a pair of an incomplete type is refused by clang with
+    // libstdc++ (the sanitizer and fuzz builds); a vector of one is allowed (C++17).
+    std::vector<jmember> members;
     std::vector<jnode> items;
+};
+struct jmember {
+    std::string key;
+    jnode value;
 };
 
 struct builder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, builder> {
@@ -896,9 +903,9 @@ struct builder : rapidjson::BaseReaderHandler<rapidjson::UTF8<>, builder> {
         for (const auto& [k, v] : parent->members) {
             if (k == keys.back()) duplicate = true;
         }
-        parent->members.emplace_back(std::move(keys.back()), jnode{});
+        parent->members.push_back(jmember{std::move(keys.back()), jnode{}});
         keys.pop_back();
-        return parent->members.back().second;
+        return parent->members.back().value;
     }
     bool scalar(char t, std::string s = {}) {
         auto& n = place();
