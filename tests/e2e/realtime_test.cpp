@@ -649,13 +649,13 @@ TEST_CASE("realtime delivers a commit that the slot has before new snapshots see
     phoenix_client a(gw.port, jwt("authenticated", tenant));
     REQUIRE(a.open());
     REQUIRE(status_of(a.join("realtime:agents", agents_config("INSERT"))) == "ok");
-    auto waits = [&] {
+    auto realtime_health = [&] {
         return awp::core::json::parse(
-                   gw.get("/api/health", awp::test::bearer(awp::test::kApiServiceKey))
-                       .body)["realtime"]["commit_waits"]
-            .GetUint64();
+            gw.get("/api/health", awp::test::bearer(awp::test::kApiServiceKey)).body);
     };
+    auto waits = [&] { return realtime_health()["realtime"]["commit_waits"].GetUint64(); };
     REQUIRE(waits() == 0);
+    CHECK(realtime_health()["realtime"]["lag_ms"]["transactions"].GetUint64() == 0);
 
     // The insert commits (in the WAL) and waits for the standby, still a running transaction.
     std::atomic<int> pid{0};
@@ -686,11 +686,17 @@ TEST_CASE("realtime delivers a commit that the slot has before new snapshots see
     REQUIRE(waits() > 0);
     CHECK(admin.exec("SELECT count(*) FROM agents WHERE slug = 'held'").text(0, 0) == "0");
     // Released (the commit was local already): now every snapshot sees it, and so does the check.
+    std::this_thread::sleep_for(milliseconds(300));
     admin.exec("SELECT pg_cancel_backend($1)", {std::to_string(pid.load())});
     writer.join();
     auto got = a.changes("realtime:agents", milliseconds(5000));
     REQUIRE(got.size() == 1);
     CHECK(got[0].payload["data"]["record"]["slug"] == "held");
+    // The server's part of its latency, commit to queued, counts the whole hold (>= 300 ms).
+    auto lag = realtime_health()["realtime"]["lag_ms"].GetObject();
+    CHECK(lag["transactions"].GetUint64() == 1);
+    CHECK(lag["max"].GetDouble() >= 300.0);
+    CHECK(lag["p50"].GetDouble() == lag["max"].GetDouble());
     gw.stop();
     admin.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots");
 }

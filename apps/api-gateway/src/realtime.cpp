@@ -238,6 +238,22 @@ net::awaitable<void> realtime_hub::sweep() {
     }
 }
 
+void realtime_hub::record_lag(std::int64_t commit_time) {
+    using namespace std::chrono;
+    constexpr std::int64_t kPgEpoch = 946'684'800'000'000;  // 2000-01-01 in Unix microseconds
+    const auto now =
+        duration_cast<microseconds>(system_clock::now().time_since_epoch()).count() - kPgEpoch;
+    // Another host's clock may run ahead of this one's: a negative lag counts as none.
+    const std::int64_t lag = std::max<std::int64_t>(0, now - commit_time);
+    std::lock_guard lock(lag_mu_);
+    if (lag_us_.size() < kLagWindow) {
+        lag_us_.push_back(lag);
+    } else {
+        lag_us_[lag_next_] = lag;
+    }
+    lag_next_ = (lag_next_ + 1) % kLagWindow;
+}
+
 std::string realtime_hub::public_health_json() const {
     core::json::writer j;
     j.w.StartObject();
@@ -271,6 +287,32 @@ std::string realtime_hub::health_json() const {
     j.w.Uint64(checks.load());
     j.key("commit_waits");
     j.w.Uint64(commit_waits.load());
+    {
+        std::vector<std::int64_t> lags;
+        {
+            std::lock_guard lock(lag_mu_);
+            lags = lag_us_;
+        }
+        std::sort(lags.begin(), lags.end());
+        const auto at = [&](std::size_t pct) {
+            return static_cast<double>(lags[std::min(lags.size() - 1, lags.size() * pct / 100)]) /
+                   1000.0;
+        };
+        // Commit -> queued to the sockets, of the last transactions delivered (ms).
+        j.key("lag_ms");
+        j.w.StartObject();
+        j.key("transactions");
+        j.w.Uint64(lags.size());
+        if (!lags.empty()) {
+            j.key("p50");
+            j.w.Double(at(50));
+            j.key("p99");
+            j.w.Double(at(99));
+            j.key("max");
+            j.w.Double(static_cast<double>(lags.back()) / 1000.0);
+        }
+        j.w.EndObject();
+    }
     j.key("capture");
     if (capture_) {
         j.raw(realtime::status_json(capture_->status()));

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
@@ -101,6 +102,13 @@ public:
     std::atomic<std::uint64_t> checks{0};        ///< visibility statements whose answers were used
     std::atomic<std::uint64_t> commit_waits{0};  ///< checks run again: the commit not yet seen
 
+    /// A transaction delivered to at least one socket: its commit (Postgres' commit time, µs
+    /// since 2000-01-01) to now, when its events are queued to the sockets' writers. The
+    /// server's part of a live row's latency (the socket's write and the client's reading come
+    /// after); /api/health reports the last kLagWindow's p50 / p99 / max.
+    void record_lag(std::int64_t commit_time);
+    static constexpr std::size_t kLagWindow = 2048;
+
     /// The slot this process reads: <slot>_<instance>, a valid slot name (a-z, 0-9, _; at most
     /// 63 bytes). Throws core::config_error for a prefix or instance that cannot make one.
     [[nodiscard]] static std::string slot_name(const realtime_config& cfg, unsigned short api_port);
@@ -126,6 +134,9 @@ private:
     std::string slot_;  ///< slot_name(cfg_, API_PORT)
     mutable std::mutex mu_;
     std::set<std::shared_ptr<realtime_socket>> sockets_;
+    mutable std::mutex lag_mu_;
+    std::vector<std::int64_t> lag_us_;  ///< a ring of kLagWindow, under lag_mu_
+    std::size_t lag_next_ = 0;          ///< under lag_mu_
     std::map<std::string, std::size_t, std::less<>> per_address_;  ///< under mu_
     std::map<std::string, std::size_t, std::less<>> per_user_;     ///< under mu_
     std::map<std::string, std::shared_ptr<const realtime_token>, std::less<>> apikeys_;  ///< mu_

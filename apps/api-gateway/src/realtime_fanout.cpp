@@ -492,6 +492,7 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
     }
 
     // 4. Queue each visible change to its channels, in order, with the columns each may see.
+    const auto delivered_before = delivered.load();
     for (std::size_t i = 0; i < tx.changes.size(); ++i) {
         if (wants[i].empty()) continue;
         const auto& c = tx.changes[i];
@@ -520,6 +521,7 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
             }
         }
     }
+    if (delivered.load() != delivered_before) record_lag(tx.commit_time);
 }
 
 }  // namespace awp::api

@@ -97,6 +97,7 @@ step assembler::add(change c) {
         s.out = std::move(pending_);
         pending_ = transaction{};
         pending_.commit_timestamp = s.out->commit_timestamp;
+        pending_.commit_time = s.out->commit_time;
         pending_.xid = s.out->xid;
         pending_bytes_ = 0;
     }
@@ -115,6 +116,7 @@ step assembler::apply(pgoutput::message m) {
         begin_ = *b;
         pending_ = transaction{};
         pending_.commit_timestamp = format_commit_time(b->commit_time);
+        pending_.commit_time = b->commit_time;
         pending_.xid = b->xid;
         pending_bytes_ = 0;
     } else if (auto* c = std::get_if<commit>(&m)) {

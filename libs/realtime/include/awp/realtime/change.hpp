@@ -39,6 +39,8 @@ struct change {
 struct transaction {
     std::uint64_t commit_lsn = 0;
     std::string commit_timestamp;
+    /// The same commit time as Postgres sends it: microseconds since 2000-01-01 UTC.
+    std::int64_t commit_time = 0;
     /// Its transaction id (Begin's): the commit reaches the slot a moment before other sessions'
     /// snapshots see it, so the visibility checks wait for a snapshot that does.
     std::uint32_t xid = 0;
