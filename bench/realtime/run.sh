@@ -19,8 +19,12 @@
 # (issue 40: p99 <= 50 ms and every event with distinct sessions, DB CPU <= 2x the ten-user
 # figure, <= 16 KiB per idle socket) and the platform's published figures (median 46 ms, p99
 # 159 ms). Results in $OUT (/tmp/awp-realtime-bench).
+# The sockets are held by CLIENTS (4) node processes, socket i by process i % CLIENTS: each
+# browser tab has its own CPU, and one process taking a change's 500 events one after another
+# (MODE=tenant) measures its own queue. They join 50 channels at a time between them, as one
+# process did (more joins at once leave more of the gateway's heap behind them in its RSS).
 # Usage: bench/realtime/run.sh [build dir]
-#   API_PORT (first gateway; the second API_PORT+1), SOCKETS, DUR, MODES, TOKENS, GATEWAYS
+#   API_PORT (first gateway; the second API_PORT+1), SOCKETS, DUR, MODES, TOKENS, GATEWAYS, CLIENTS
 # shellcheck disable=SC2317  # cleanup runs from the EXIT trap
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -31,6 +35,7 @@ DUR=${DUR:-20}
 SOCKETS=${SOCKETS:-1000}
 AGENT_RATE=${AGENT_RATE:-200}
 TENANT_RATE=${TENANT_RATE:-4}
+CLIENTS=${CLIENTS:-4}
 read -r -a MODES <<<"${MODES:-agent tenant}"
 read -r -a TOKENS <<<"${TOKENS:-ten distinct}"
 read -r -a GATEWAYS <<<"${GATEWAYS:-1 2}"
@@ -107,6 +112,7 @@ SQL
 JWT_SECRET=bench-jwt-secret-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export JWT_SECRET
 ANON=$("$BIN/awpctl" token --anon --ttl 7200)
+SERVICE=$("$BIN/awpctl" token --role service_role --ttl 7200)
 agents_a=$(psql -X -qAt "$ADMIN" -c "SELECT string_agg('\"' || id || '\"', ',' ORDER BY n) FROM bench.agents WHERE tenant_id = '$TA'")
 agents_b=$(psql -X -qAt "$ADMIN" -c "SELECT string_agg('\"' || id || '\"', ',' ORDER BY n) FROM bench.agents WHERE tenant_id = '$TB'")
 # users-<n>.json: n users, even ones of tenant A, odd ones of B, each with its tenant's agents (each
@@ -173,7 +179,7 @@ start_gateways() {  # n
 
 # One run: mode tokens gateways -> $OUT/<mode>-<tokens>-<gateways>/
 run_one() {
-  local mode=$1 tokens=$2 gws=$3 name dir urls g users before=() after=() node_pid
+  local mode=$1 tokens=$2 gws=$3 name dir urls g users before=() after=() node_pids c p
   name=$mode-$tokens-$gws
   dir=$OUT/$name
   rm -rf "$dir"; mkdir -p "$dir"
@@ -182,11 +188,17 @@ run_one() {
   for ((g = 0; g < gws; g++)); do urls+="${urls:+,}http://127.0.0.1:$((API_PORT + g))"; done
   if [[ $tokens == ten ]]; then users=$OUT/users-10.json; else users=$OUT/users-$SOCKETS.json; fi
   for ((g = 0; g < gws; g++)); do before+=("$(rss_kb "${gw_pids[$g]}")"); done
-  RT_URLS=$urls RT_ANON=$ANON RT_DIR=$dir RT_N=$SOCKETS RT_MODE=$mode RT_USERS=$users \
-    "$node" "$OUT/client/subscribers.mjs" >"$dir/figures.json" 2>"$dir/node.log" &
-  node_pid=$!
-  for _ in $(seq 1 3000); do [[ -f $dir/subscribed ]] && break; kill -0 "$node_pid" 2>/dev/null || break; sleep 0.1; done
-  [[ -f $dir/subscribed ]] || { echo "$name: not subscribed (see $dir/node.log)" >&2; cat "$dir/node.log" >&2; exit 1; }
+  node_pids=()
+  for ((c = 0; c < CLIENTS; c++)); do
+    RT_URLS=$urls RT_ANON=$ANON RT_DIR=$dir RT_N=$SOCKETS RT_MODE=$mode RT_USERS=$users RT_PARTS=$CLIENTS RT_PART=$c \
+      RT_BATCH=$(( (50 + CLIENTS - 1) / CLIENTS )) \
+      "$node" "$OUT/client/subscribers.mjs" >"$dir/figures-$c.json" 2>"$dir/node-$c.log" &
+    node_pids+=($!)
+  done
+  for ((c = 0; c < CLIENTS; c++)); do
+    for _ in $(seq 1 3000); do [[ -f $dir/subscribed-$c ]] && break; kill -0 "${node_pids[$c]}" 2>/dev/null || break; sleep 0.1; done
+    [[ -f $dir/subscribed-$c ]] || { echo "$name: not subscribed (see $dir/node-$c.log)" >&2; cat "$dir/node-$c.log" >&2; exit 1; }
+  done
   sleep 2
   for ((g = 0; g < gws; g++)); do after+=("$(rss_kb "${gw_pids[$g]}")"); done
   : >"$dir/bytes-per-socket"
@@ -199,7 +211,32 @@ run_one() {
   touch "$dir/measure"
   write "$name" "$mode"
   touch "$dir/done"
-  wait "$node_pid"
+  for p in "${node_pids[@]}"; do wait "$p"; done
+  # The server's part (each gateway's /api/health: commit -> queued to the sockets, its last
+  # 2,048 transactions delivered): what is left of the latency is the sockets' writes and the
+  # clients' own reading.
+  : >"$dir/server-lag"
+  for ((g = 0; g < gws; g++)); do
+    curl -fsS -H "Authorization: Bearer $SERVICE" "http://127.0.0.1:$((API_PORT + g))/api/health" |
+      "$node" -e "let b = ''; process.stdin.on('data', (d) => (b += d)).on('end', () => {
+        const l = JSON.parse(b).realtime.lag_ms; console.log(l.p50 + ' ' + l.p99 + ' ' + l.max) })" >>"$dir/server-lag"
+  done
+  cat "$dir"/subs-*.txt >"$dir/subs.txt"
+  cat "$dir"/pairs-*.txt >"$dir/pairs.txt"
+  # The shares' figures as one: every latency of every share, the events summed.
+  "$node" -e "
+    const fs = require('fs'), d = process.argv[1], n = Number(process.argv[2])
+    const lat = [], shares = []
+    for (let c = 0; c < n; c++) {
+      shares.push(JSON.parse(fs.readFileSync(d + '/figures-' + c + '.json', 'utf8')))
+      for (const l of fs.readFileSync(d + '/lat-' + c + '.txt', 'utf8').split('\\n')) if (l) lat.push(Number(l))
+    }
+    lat.sort((a, b) => a - b)
+    const q = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor((lat.length * p) / 100))] : null)
+    const events = lat.length, window_s = Math.max(...shares.map((s) => s.window_s))
+    console.log(JSON.stringify({ sockets: shares.reduce((a, s) => a + s.sockets, 0), clients: n, events, window_s,
+      events_per_s: Math.round(events / window_s), p50_ms: q(50), p90_ms: q(90), p99_ms: q(99), max_ms: lat.length ? lat[lat.length - 1] : null }))
+  " "$dir" "$CLIENTS" >"$dir/figures.json"
   stop_gateways
   drop_slots
   # Every (socket, task) the window owes, against what came.
@@ -231,7 +268,7 @@ SELECT s.socket, t.id, t.created_at FROM tasks t JOIN bench.subs s ON $join
 SQL
 }
 
-echo "== realtime benchmark ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ); $SOCKETS sockets, $DUR s per run; agent $AGENT_RATE changes/s, tenant $TENANT_RATE changes/s)"
+echo "== realtime benchmark ($(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%FT%TZ); $SOCKETS sockets in $CLIENTS client processes, $DUR s per run; agent $AGENT_RATE changes/s, tenant $TENANT_RATE changes/s)"
 for mode in "${MODES[@]}"; do write "none-$mode" "$mode"; done
 for mode in "${MODES[@]}"; do
   for gws in "${GATEWAYS[@]}"; do
@@ -246,7 +283,7 @@ fig() { "$node" -e "const f = JSON.parse(require('fs').readFileSync('$OUT/$1/fig
 kib() { awk '{s = s (NR > 1 ? " / " : "") sprintf("%.1f", $1 / 1024)} END {print s " KiB"}' "$OUT/$1/bytes-per-socket"; }
 max_kib() { awk 'BEGIN {m = 0} {if ($1 / 1024 > m) m = $1 / 1024} END {printf "%.1f", m}' "$OUT/$1/bytes-per-socket"; }
 echo
-printf '%-7s %-3s %-9s %-8s %-16s %-5s %-9s %-24s %-22s %-18s %s\n' mode gw sessions changes "owed/delivered" leaks "events/s" "p50 / p90 / p99 / max ms" "DB CPU us/change" "idle socket" "p99 vs 50 ms"
+printf '%-7s %-3s %-9s %-8s %-16s %-5s %-9s %-24s %-22s %-18s %-12s %s\n' mode gw sessions changes "owed/delivered" leaks "events/s" "p50 / p90 / p99 / max ms" "DB CPU us/change" "idle socket" "p99 vs 50 ms" "server p50 / p99 ms"
 goal=()
 for mode in "${MODES[@]}"; do
   printf '%-7s %-3s %-9s %-8s %-16s %-5s %-9s %-24s %-22s\n' "$mode" - "none" "$(cat "$OUT/none-$mode.rows")" - - - - "$(per_change "none-$mode") (writes alone)"
@@ -260,11 +297,12 @@ for mode in "${MODES[@]}"; do
         ratio=$(awk -v a="$cpu" -v b="$(per_change "$mode-ten-$gws")" 'BEGIN {if (b > 0) printf " (%.2fx ten)", a / b}')
       fi
       sessions=$([[ $tokens == ten ]] && echo "10 users" || echo "$SOCKETS")
-      printf '%-7s %-3s %-9s %-8s %-16s %-5s %-9s %-24s %-22s %-18s %s\n' "$mode" "$gws" "$sessions" "$(cat "$OUT/$name.rows")" \
+      printf '%-7s %-3s %-9s %-8s %-16s %-5s %-9s %-24s %-22s %-18s %-12s %s\n' "$mode" "$gws" "$sessions" "$(cat "$OUT/$name.rows")" \
         "$owed/$got" "$leaks" "$(fig "$name" events_per_s)" \
         "$(fig "$name" p50_ms) / $(fig "$name" p90_ms) / $(fig "$name" p99_ms) / $(fig "$name" max_ms)" \
         "$cpu$ratio" "$(kib "$name")" \
-        "$(awk -v p="$(fig "$name" p99_ms)" 'BEGIN {printf "%.0f %%", 100 * p / 50}')"
+        "$(awk -v p="$(fig "$name" p99_ms)" 'BEGIN {printf "%.0f %%", 100 * p / 50}')" \
+        "$(awk '{s = s (NR > 1 ? ", " : "") sprintf("%.1f / %.1f", $1, $2)} END {print s}' "$OUT/$name/server-lag")"
       if [[ $tokens != ten ]]; then
         ok() { if [[ $1 == 1 ]]; then echo "met"; else echo "NOT MET"; fi; }
         p99=$(fig "$name" p99_ms)

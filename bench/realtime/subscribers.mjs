@@ -6,10 +6,12 @@
 // connects to gateway floor(i / 2) % urls.length (each gateway serves both tenants). Latency of
 // an event = its arrival here - the commit_timestamp the server put in it (one clock: same
 // machine). Protocol with run.sh, through
-// files in $DIR: writes `subscribed` when every channel answered SUBSCRIBED and `subs.txt` (socket
-// tenant agent), then times events from when `measure` appears (events before it are warm-up),
-// stops when `done` appears, writes `pairs.txt` (socket task-id of every event that came: run.sh
-// compares them with the tasks each socket should have seen) and prints one JSON line of figures.
+// files in $DIR (P = RT_PART, this process's share): writes `subscribed-P` when every channel
+// answered SUBSCRIBED and `subs-P.txt` (socket tenant agent), then times events from when
+// `measure` appears (events before it are warm-up), stops when `done` appears, writes
+// `pairs-P.txt` (socket task-id of every event that came: run.sh compares them with the tasks each
+// socket should have seen), `lat-P.txt` (every measured latency, ms) and prints one JSON line of
+// this share's figures (run.sh merges the shares).
 import { createClient } from '@supabase/supabase-js'
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -26,6 +28,11 @@ const n = Number(need('RT_N'))
 const mode = process.env.RT_MODE || 'agent'
 const users = JSON.parse(readFileSync(need('RT_USERS'), 'utf8')) // [{token, tenant, agents: [...]}]
 const batch = Number(process.env.RT_BATCH || 50)
+// This process's share of the sockets: those i with i % RT_PARTS == RT_PART (run.sh starts
+// RT_PARTS processes, CLIENTS: a browser tab has a CPU of its own, and one node process that
+// takes a change's 500 events one after another times its own queue, not the server's delivery).
+const parts = Number(process.env.RT_PARTS || 1)
+const part = Number(process.env.RT_PART || 0)
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 const clients = []
@@ -78,14 +85,14 @@ async function subscribe(i) {
 }
 
 const t0 = Date.now()
-for (let i = 0; i < n; i += batch) {
-  const part = []
-  for (let j = i; j < Math.min(n, i + batch); j++) part.push(subscribe(j))
-  await Promise.all(part)
+const mine = []
+for (let i = part; i < n; i += parts) mine.push(i)
+for (let i = 0; i < mine.length; i += batch) {
+  await Promise.all(mine.slice(i, i + batch).map(subscribe))
 }
 const subscribeMs = Date.now() - t0
-writeFileSync(join(dir, 'subs.txt'), subs.join('\n') + '\n')
-writeFileSync(join(dir, 'subscribed'), `${subscribeMs}\n`)
+writeFileSync(join(dir, `subs-${part}.txt`), subs.filter((x) => x !== undefined).join('\n') + '\n')
+writeFileSync(join(dir, `subscribed-${part}`), `${subscribeMs}\n`)
 while (!existsSync(join(dir, 'measure'))) await sleep(20)
 measuring = true
 const mt0 = Date.now()
@@ -95,11 +102,12 @@ while (!existsSync(join(dir, 'done'))) await sleep(20)
 await sleep(Number(process.env.RT_DRAIN_MS || 2000))
 stopped = true
 const window = (Date.now() - Number(process.env.RT_DRAIN_MS || 2000) - mt0) / 1000
-writeFileSync(join(dir, 'pairs.txt'), pairs.join('\n') + (pairs.length ? '\n' : ''))
+writeFileSync(join(dir, `pairs-${part}.txt`), pairs.join('\n') + (pairs.length ? '\n' : ''))
+writeFileSync(join(dir, `lat-${part}.txt`), lat.join('\n') + (lat.length ? '\n' : ''))
 lat.sort((a, b) => a - b)
 const q = (p) => (lat.length ? lat[Math.min(lat.length - 1, Math.floor((lat.length * p) / 100))] : null)
 console.log(JSON.stringify({
-  sockets: n, mode, subscribe_ms: subscribeMs, events: received, window_s: Number(window.toFixed(1)),
+  sockets: mine.length, mode, subscribe_ms: subscribeMs, events: received, window_s: Number(window.toFixed(1)),
   events_per_s: Math.round(received / window), p50_ms: q(50), p90_ms: q(90), p99_ms: q(99),
   max_ms: lat.length ? lat[lat.length - 1] : null,
 }))
