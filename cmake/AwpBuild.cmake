@@ -7,21 +7,21 @@
 #   * Catch2's runner (tests/support/catch_main.cxx, all of Catch2) is compiled once for the three
 #     suites, and the benchmarks are not part of `all` (bench/*/run.sh build what they run);
 #   * scripts/run-stack.sh builds the daemons and awpctl only; the scripts print their phases' times;
-#   * AWP_DEBUG_INFO=lines: optimized builds with line tables only (-g1), -27 to -35 % of each
-#     unit's compile time, a quarter of the object size, and the links read a fraction of the
-#     bytes. Not the default yet: it changes every unit's flags, so every ccache (CI's included)
-#     compiles everything once again (bench/runner/RESULTS.md, 2026-11-28).
+#   * AWP_DEBUG_INFO=lines (the default): optimized builds with line tables only (-g1), -27 to
+#     -35 % of each unit's compile time, a quarter of the object size, and the links read a
+#     fraction of the bytes; =full gives -g back.
+#   * AWP_PCH: the headers nearly every unit parses (cmake/awp_pch.hpp: the standard library's,
+#     Boost.Asio's coroutine core, RapidJSON; the suites' adds Catch2) are compiled once, by
+#     awp_core (and awp_test_support for the suites), and every other target reuses that one
+#     precompiled header (awp_use_pch, REUSE_FROM: one PCH for all, not one per target).
 # Measured and not used: unity builds (the units define helpers of the same name in their
 # anonymous namespaces, and GCC 12 refuses a coroutine frame of one unit inside another,
-# -Wsubobject-linkage) and precompiled headers (the runner's main.cpp 7.3 -> 4.7 s, but with them
-# GCC 12 inlines differently and -Werror=array-bounds fails on std::string copies in
-# libs/core crypto.cpp, libs/realtime pgoutput.cpp and libs/rest headers.cpp: false positives that
-# would need changes in those sources). bench/build/cold.sh measures a cold build, before and after.
+# -Wsubobject-linkage). bench/build/cold.sh measures a cold build, before and after.
 
 # -g (full DWARF) costs every optimized unit a quarter or more of its compile time and the links
 # most of their input. Line tables (-g1) keep what backtraces, perf, gdb's `bt` and sanitizer
 # reports show (function, file, line), not local variables. Debug builds keep -g.
-set(AWP_DEBUG_INFO "full" CACHE STRING
+set(AWP_DEBUG_INFO "lines" CACHE STRING
     "Debug information of optimized builds: lines (-g1), full (-g) or none (-g0)")
 set_property(CACHE AWP_DEBUG_INFO PROPERTY STRINGS lines full none)
 if(AWP_DEBUG_INFO STREQUAL "lines")
@@ -53,3 +53,58 @@ if(NOT _awp_linker STREQUAL "default")
 endif()
 
 message(STATUS "awp: linker ${_awp_linker}, debug information ${AWP_DEBUG_INFO}")
+
+# Precompiled headers (see the top): GCC only (clang's sanitizer and fuzz builds parse as before,
+# and a PCH must be built with exactly its users' code-generation flags).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND NOT AWP_SANITIZE AND NOT AWP_FUZZ)
+  set(_awp_pch_default ON)
+else()
+  set(_awp_pch_default OFF)
+endif()
+option(AWP_PCH "Precompile the common headers once (GCC builds without sanitizers)"
+       ${_awp_pch_default})
+# GCC 12 inlines std::string's copies differently in a unit built on the PCH and then reports
+# out-of-bounds memcpy inside libstdc++'s char_traits.h:431 (GCC bugs 105651, 106199 and kin: a
+# false positive in units whose own code indexes nothing; 10 units with -Warray-bounds, then 8
+# with -Wstringop-overflow/-overread). These three are off for GCC 12 builds with the PCH;
+# out-of-bounds access is what the sanitizer build (clang, ASan, no PCH,
+# scripts/test-sanitize.sh) checks at run time, and builds without the PCH still warn.
+if(AWP_PCH AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+  target_compile_options(awp_warnings INTERFACE -Wno-array-bounds -Wno-stringop-overflow
+                                                -Wno-stringop-overread)
+endif()
+# Units that parse their headers themselves: the separate-compilation units (Asio's, Beast's)
+# define what the header declares; the last two have a definition of their own (a PCH is used
+# only with exactly the definitions it was made with).
+set(AWP_PCH_SKIP libs/core/src/asio_impl.cpp libs/http/src/beast_impl.cpp
+                 libs/core/src/migrate.cpp apps/command-runner/config.cpp)
+
+# awp_use_pch(<owner> <header> <target>...): <owner> compiles <header> once; each <target> reuses
+# it. The targets must share the owner's code-generation flags and its definitions exactly (every
+# awp target linking awp::core does: the project's options and awp::core's definitions; a
+# definition of one unit goes on that unit, listed in AWP_PCH_SKIP). GCC refuses a PCH made with
+# other definitions (-Winvalid-pch, an error here), so a mismatch cannot pass unnoticed.
+function(awp_use_pch owner header)
+  if(NOT AWP_PCH OR NOT TARGET ${owner})
+    return()
+  endif()
+  target_precompile_headers(${owner} PRIVATE ${header})
+  foreach(t IN LISTS ARGN)
+    if(TARGET ${t})
+      target_precompile_headers(${t} REUSE_FROM ${owner})
+    endif()
+  endforeach()
+  foreach(t IN ITEMS ${owner} ${ARGN})
+    if(TARGET ${t})
+      get_target_property(sources ${t} SOURCES)
+      get_target_property(dir ${t} SOURCE_DIR)
+      foreach(src IN LISTS sources)
+        get_filename_component(path ${src} ABSOLUTE BASE_DIR ${dir})
+        file(RELATIVE_PATH path ${PROJECT_SOURCE_DIR} ${path})
+        if(path IN_LIST AWP_PCH_SKIP)
+          set_source_files_properties(${src} DIRECTORY ${dir} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+        endif()
+      endforeach()
+    endif()
+  endforeach()
+endfunction()

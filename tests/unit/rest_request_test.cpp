@@ -51,7 +51,7 @@ void check_parse_error(const api_error& e, std::string_view message, std::string
 }
 
 json_step key(std::string k, bool text = false) { return {text, false, std::move(k)}; }
-json_step index(std::string i, bool text = false) { return {text, true, std::move(i)}; }
+json_step element(std::string i, bool text = false) { return {text, true, std::move(i)}; }
 
 }  // namespace
 
@@ -67,7 +67,7 @@ TEST_CASE("select: columns, aliases, casts and JSON paths", "[rest]") {
     CHECK(s[1].cast == "text");
     CHECK(s[2].fld.name == "meta");
     CHECK(s[2].fld.path == json_path{key("key", true)});
-    CHECK(s[3].fld.path == json_path{key("a"), index("+0"), index("-1", true)});
+    CHECK(s[3].fld.path == json_path{key("a"), element("+0"), element("-1", true)});
     CHECK(s[3].cast == "int");
     CHECK(s[4].alias == "a,b");  // a quoted name keeps what plain names cannot hold
     CHECK(s[4].fld.name == "x y");
