@@ -193,13 +193,22 @@ step_e2e() {
     sleep 0.1
   done
   reset_statements $db
+  # Where a command's time goes: the runner's own CPU, its children's (the runtime's spawns) and
+  # the server's, per command.
+  local r0 r1 c0 c1 p0 p1
+  read -r r0 c0 < <(awk '{print $14 + $15, $16 + $17}' "/proc/$runner/stat")
+  p0=$(pg_ticks)
   DATABASE_URL="postgresql://awp_daemon:${AWP_PG_DAEMON_PASSWORD}@127.0.0.1:${AWP_PG_PORT}/$db" BENCH_GATEWAY_ID=$gw \
     "$TOOLS/runner_bench" e2e "$E2E_N" | tee "$OUT/e2e.txt"
+  read -r r1 c1 < <(awk '{print $14 + $15, $16 + $17}' "/proc/$runner/stat")
+  p1=$(pg_ticks)
+  echo "e2e cpu_ms_per_command runner=$(per_ms $((r1 - r0)) "$E2E_N") runtime=$(per_ms $((c1 - c0)) "$E2E_N") postgres=$(per_ms $((p1 - p0)) "$E2E_N")" |
+    tee -a "$OUT/e2e.txt"
   statements e2e $db
   kill -TERM "$runner"; wait "$runner" || true
   "$TOOLS/runner_bench" spawn "$E2E_N" "$STAMP" | tee "$OUT/spawn.txt"
   local e s
-  e=$(sed -n 's/.*per_second=\([0-9.]*\).*/\1/p' "$OUT/e2e.txt")
+  e=$(sed -n 's/^e2e commands.*per_second=\([0-9.]*\).*/\1/p' "$OUT/e2e.txt")
   s=$(sed -n 's/.*per_second=\([0-9.]*\).*/\1/p' "$OUT/spawn.txt")
   result "e2e commands_per_s=$e spawns_per_s=$s ratio=$(ratio "$e" "$s")"
   q -c "DROP DATABASE $db WITH (FORCE)"
