@@ -19,14 +19,25 @@ step() {
 }
 step 1 "Debian packages (scripts/install-deps.sh)"
 "$REPO/scripts/install-deps.sh"
+# The agent runtime the runner and the dispatcher drive (openclaw from npm; they check its
+# version at start) downloads while the build compiles: the one waits on the network, the other
+# on the CPU. An AGENT_RUNTIME set in .awp/stack.env or the environment wins.
+runtime_log=$(mktemp)
+"$REPO/scripts/install-runtime.sh" >"$runtime_log.out" 2>"$runtime_log" &
+runtime_pid=$!
 # Only what the stack runs: the five daemons and awpctl, not the tests and benchmarks.
-step 2 "building the daemons and awpctl (scripts/build.sh)"
+step 2 "building the daemons and awpctl (scripts/build.sh; the agent runtime downloads meanwhile)"
 AWP_BUILD_TARGETS="awp-api-gateway awp-command-runner awp-inbox-dispatcher awp-embedder awp-scheduler awpctl" \
   "$REPO/scripts/build.sh"
-# The agent runtime the runner and the dispatcher drive (openclaw from npm; they check its
-# version at start). An AGENT_RUNTIME set in .awp/stack.env or the environment wins.
 step 3 "the agent runtime (scripts/install-runtime.sh)"
-runtime_wrapper=$("$REPO/scripts/install-runtime.sh")
+if ! wait "$runtime_pid"; then
+  cat "$runtime_log" >&2
+  echo "run-stack: scripts/install-runtime.sh failed (above)" >&2
+  exit 1
+fi
+cat "$runtime_log" >&2
+runtime_wrapper=$(cat "$runtime_log.out")
+rm -f "$runtime_log" "$runtime_log.out"
 step 4 "the project's Postgres cluster, migrations and logins (scripts/pg-cluster.sh up)"
 AWPCTL=$BUILD/bin/awpctl "$REPO/scripts/pg-cluster.sh" up
 
