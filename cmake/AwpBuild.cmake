@@ -54,22 +54,21 @@ endif()
 
 message(STATUS "awp: linker ${_awp_linker}, debug information ${AWP_DEBUG_INFO}")
 
-# Precompiled headers (see the top): GCC only (clang's sanitizer and fuzz builds parse as before,
-# and a PCH must be built with exactly its users' code-generation flags).
-if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND NOT AWP_SANITIZE AND NOT AWP_FUZZ)
+# Precompiled headers (see the top), for GCC and clang builds, the sanitizer and fuzz builds
+# included (every target that uses the PCH has the same -fsanitize flags: awp_sanitize).
+if(CMAKE_CXX_COMPILER_ID MATCHES "^(GNU|Clang)$")
   set(_awp_pch_default ON)
 else()
   set(_awp_pch_default OFF)
 endif()
-option(AWP_PCH "Precompile the common headers once (GCC builds without sanitizers)"
-       ${_awp_pch_default})
+option(AWP_PCH "Precompile the common headers once (GCC and clang)" ${_awp_pch_default})
 # GCC 12 inlines std::string's copies differently in a unit built on the PCH and then reports
 # out-of-bounds memcpy inside libstdc++'s char_traits.h:431 (GCC bugs 105651, 106199 and kin: a
 # false positive in units whose own code indexes nothing; 10 units with -Warray-bounds, then 8
 # with -Wstringop-overflow/-overread). These three are off for GCC 12 builds with the PCH;
 # out-of-bounds access is what the sanitizer build (clang, ASan, no PCH,
 # scripts/test-sanitize.sh) checks at run time, and builds without the PCH still warn.
-if(AWP_PCH AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+if(AWP_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
   target_compile_options(awp_warnings INTERFACE -Wno-array-bounds -Wno-stringop-overflow
                                                 -Wno-stringop-overread)
 endif()
