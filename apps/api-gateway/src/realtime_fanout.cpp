@@ -492,7 +492,7 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
     }
 
     // 4. Queue each visible change to its channels, in order, with the columns each may see.
-    const auto delivered_before = delivered.load();
+    bool queued = false;
     for (std::size_t i = 0; i < tx.changes.size(); ++i) {
         if (wants[i].empty()) continue;
         const auto& c = tx.changes[i];
@@ -518,10 +518,11 @@ net::awaitable<void> realtime_hub::deliver(realtime::transaction tx) {
             if (t.s->push(t.join_ref, "", t.topic, "postgres_changes",
                           realtime::change_payload(ids, it->second), true, false)) {
                 ++delivered;
+                queued = true;
             }
         }
     }
-    if (delivered.load() != delivered_before) record_lag(tx.commit_time);
+    if (queued) record_lag(tx.commit_time);
 }
 
 }  // namespace awp::api
