@@ -17,6 +17,7 @@
 #include "awp/core/error.hpp"
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
+#include "awp/realtime/walsender.hpp"
 #include "awp/rest/error.hpp"
 #include "realtime_socket.hpp"
 
@@ -239,12 +240,8 @@ net::awaitable<void> realtime_hub::sweep() {
 }
 
 void realtime_hub::record_lag(std::int64_t commit_time) {
-    using namespace std::chrono;
-    constexpr std::int64_t kPgEpoch = 946'684'800'000'000;  // 2000-01-01 in Unix microseconds
-    const auto now =
-        duration_cast<microseconds>(system_clock::now().time_since_epoch()).count() - kPgEpoch;
     // Another host's clock may run ahead of this one's: a negative lag counts as none.
-    const std::int64_t lag = std::max<std::int64_t>(0, now - commit_time);
+    const std::int64_t lag = std::max<std::int64_t>(0, realtime::walsender::pg_now() - commit_time);
     std::lock_guard lock(lag_mu_);
     if (lag_us_.size() < kLagWindow) {
         lag_us_.push_back(lag);

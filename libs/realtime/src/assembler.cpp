@@ -181,14 +181,12 @@ step assembler::apply(pgoutput::message m) {
 
 std::string format_commit_time(std::int64_t pg_micros) {
     using namespace std::chrono;
-    // 2000-01-01 00:00:00 UTC, Postgres' epoch, in Unix microseconds.
-    constexpr std::int64_t kPgEpoch = 946'684'800'000'000;
     // A commit time is a server's clock: anything outside 1900-2200 is a damaged message, and
     // clamping keeps the arithmetic (system_clock counts nanoseconds) from overflowing.
     constexpr std::int64_t kEarliest = -3'155'673'600'000'000;  // 1900-01-01
     constexpr std::int64_t kLatest = 6'311'433'600'000'000;     // 2200-01-01
     const std::int64_t at = std::clamp(pg_micros, kEarliest, kLatest);
-    const sys_time<microseconds> t{microseconds(at + kPgEpoch)};
+    const sys_time<microseconds> t{microseconds(at + kPgEpochUnixMicros)};
     return core::format_iso8601_utc(time_point_cast<system_clock::duration>(t));
 }
 

@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "awp/realtime/change.hpp"
 #include "awp/realtime/pgoutput.hpp"
 
 namespace awp::realtime::walsender {
@@ -63,8 +64,8 @@ std::string status_update(std::uint64_t lsn, std::int64_t client_time, bool repl
 
 std::int64_t pg_now() {
     using namespace std::chrono;
-    constexpr std::int64_t kPgEpoch = 946'684'800'000'000;  // 2000-01-01 in Unix microseconds
-    return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count() - kPgEpoch;
+    return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count() -
+           kPgEpochUnixMicros;
 }
 
 }  // namespace awp::realtime::walsender

@@ -35,6 +35,10 @@ struct change {
     bool old_full = false;
 };
 
+/// Postgres' epoch, 2000-01-01 00:00:00 UTC, in Unix microseconds: its commit times and the
+/// replication protocol's clocks count from it.
+inline constexpr std::int64_t kPgEpochUnixMicros = 946'684'800'000'000;
+
 /// One committed transaction's changes, in order.
 struct transaction {
     std::uint64_t commit_lsn = 0;
