@@ -140,7 +140,6 @@ END) STORED
   constraint agent_commands_meta_check CHECK (jsonb_typeof(meta) = 'object'::text)
   constraint agent_commands_payload_is_object CHECK (jsonb_typeof(payload) = 'object'::text)
   constraint agent_commands_pkey PRIMARY KEY (id)
-  constraint agent_commands_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES public.tenants(id) ON DELETE CASCADE
   CREATE INDEX agent_commands_agent_idx ON public.agent_commands USING btree (agent_id, created_at DESC)
   CREATE INDEX agent_commands_lease_idx ON public.agent_commands USING btree (lease_expires_at) WHERE (status = ANY (ARRAY['leased'::public.command_status, 'running'::public.command_status]))
   CREATE INDEX agent_commands_pending_idx ON public.agent_commands USING btree (gateway_id, created_at, id) WHERE (status = 'pending'::public.command_status)
@@ -2208,7 +2207,7 @@ function public.awp_notify_embed()
   returns trigger, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE
 function public.awp_notify_gateway(p_channel text, p_payload text)
-  returns void, sql VOLATILE SET search_path="", owner postgres
+  returns void, plpgsql VOLATILE SET search_path="", owner postgres
   execute (owner): EXECUTE; service_role: EXECUTE
 function public.awp_notify_inbox()
   returns trigger, plpgsql VOLATILE SECURITY DEFINER SET search_path="", owner postgres

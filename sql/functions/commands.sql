@@ -575,9 +575,11 @@ BEGIN
   END IF;
   -- awp_session_gateway's lookups as statements of this function, whose plans stay cached (a
   -- SQL function called from PL/pgSQL is planned afresh on every call).
+  -- The key's binding as an expression (one call), not a query over the function's row (a
+  -- function scan): 10 µs less per call (bench/runner/RESULTS.md, 2026-11-29).
   SELECT r.gateway_id INTO v_session FROM public.gateway_roles r WHERE r.role_name = session_user;
   IF v_session IS NULL THEN
-    SELECT k.gateway_id INTO v_session FROM public.awp_key_binding() k;
+    v_session := (public.awp_key_binding()).gateway_id;
   END IF;
   IF v_session IS NOT NULL THEN
     SELECT g.tenant_id, g.slug INTO v_tenant, v_slug FROM public.gateways g WHERE g.id = v_session;

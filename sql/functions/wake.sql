@@ -8,13 +8,17 @@
 --     host, keeps the cost of a write flat).
 -- The database does not need to know which design a host uses; a host changes design by its own
 -- configuration (WAKE_URL). Payloads are ids or '', never content; a wake-up is a hint, the rows
--- are the state.
+-- are the state. PL/pgSQL: its two statements' plans stay cached for the session, where a SQL
+-- function called from the queue triggers is planned again on every call (about 20 µs of every
+-- command's insert, bench/runner/RESULTS.md, 2026-11-29).
 CREATE OR REPLACE FUNCTION public.awp_notify_gateway(p_channel text, p_payload text) RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 SET search_path = ''
 AS $$
-  SELECT pg_catalog.pg_notify(p_channel, coalesce(p_payload, ''));
-  SELECT pg_catalog.pg_notify('awp_wake', p_channel || ' ' || coalesce(p_payload, ''));
+BEGIN
+  PERFORM pg_catalog.pg_notify(p_channel, coalesce(p_payload, ''));
+  PERFORM pg_catalog.pg_notify('awp_wake', p_channel || ' ' || coalesce(p_payload, ''));
+END
 $$;
 -- Only the database raises wake-ups: the queue triggers that call it are SECURITY DEFINER (they
 -- run as their owner whoever wrote the row), and no API role may call it, so a user cannot

@@ -347,6 +347,35 @@ TEST_CASE("bad command rows are refused with a clear error and no partial write"
           "alice");
 }
 
+TEST_CASE("a command belongs to its gateway's tenant, and goes with the tenant",
+          "[schema][commands]") {
+    // sql/0047 dropped agent_commands' own foreign key to tenants: the one to its gateway, of
+    // (tenant_id, gateway_id), must still refuse every row whose tenant is not its gateway's, and
+    // a tenant's delete must still take its commands (through its gateways).
+    scoped_database db;
+    auto admin = db.admin();
+    const auto acme = new_tenant(admin, "acme");
+    const auto other = new_tenant(admin, "other");
+    const auto gw = new_gateway(admin, acme, "acme-gw");
+    const auto insert = [&](const std::string& tenant) {
+        admin.exec(
+            "INSERT INTO agent_commands (tenant_id, gateway_id, action, status) VALUES ($1, $2, "
+            "'update_all', 'pending')",
+            {tenant, gw});
+    };
+    // Another tenant's id, and one of no tenant at all: the gateway's key refuses both.
+    CHECK(sqlstate_of([&] { insert(other); }) == "23503");
+    CHECK(sqlstate_of([&] { insert("11111111-2222-3333-4444-555555555555"); }) == "23503");
+    CHECK(count(admin, "SELECT count(*) FROM agent_commands") == 0);
+    insert(acme);
+    insert(acme);
+    CHECK(sqlstate_of([&] { admin.exec("UPDATE agent_commands SET tenant_id = $1", {other}); }) ==
+          "23503");
+    admin.exec("DELETE FROM tenants WHERE id = $1", {acme});
+    CHECK(count(admin, "SELECT count(*) FROM agent_commands") == 0);
+    CHECK(count(admin, "SELECT count(*) FROM gateways WHERE tenant_id = $1", {acme}) == 0);
+}
+
 TEST_CASE("a runner whose lease expired and was taken over is fenced off", "[schema][commands]") {
     scoped_database db;
     auto admin = db.admin();

@@ -19,7 +19,7 @@ namespace awp::core::migrate {
 /// The schema this awp brings and needs: the number of the last sql/NNNN file it ships (a
 /// database whose max(schema_migrations.version) sorts below it needs `awpctl migrate`).
 /// Held to the sql/ folder by a unit test: bump it with every new numbered migration.
-inline constexpr std::string_view schema_version = "0046";
+inline constexpr std::string_view schema_version = "0047";
 
 /// True when `applied` (max(version) of schema_migrations, e.g. "0023_gateway_credentials")
 /// is schema_version or newer.
