@@ -227,10 +227,9 @@ step_e2e() {
   # The bound of a runner that runs one command at a time and starts none before its start is
   # durable (docs/command-runner.md, "One command at a time, and its bound"): each command costs
   # at least its spawn plus one commit that ends the previous command and starts it. Postgres
-  # alone's such commit: one client,
-  # one statement per job that completes the job it holds and claims the next (chain.sql), on
-  # the same cluster over TCP as the runner's login, so bound = 1 / (1/spawns + 1/chains)
-  # commands/s.
+  # alone's such commit: one client, one statement per job that completes the job it holds and
+  # claims the next (chain.sql), on the same cluster over TCP like the runner's login. So
+  # bound = 1 / (1/spawns + 1/chains) commands/s.
   make_q $db
   DB=$db q -c CHECKPOINT
   pgbench -n -M prepared -c 1 -j 1 -T "$PG_SECONDS" -D id=0 -f "$OUT/chain.sql" \
