@@ -54,9 +54,11 @@ for label in "${labels[@]}"; do
     set +a
   fi
   # Tests at a time: the e2e tests mostly wait on their daemons, timers and sockets (their sum
-  # is twice the suite's time at 2), so 4 there; 2 elsewhere. AWP_TEST_JOBS sets every label's.
+  # is twice the suite's time at 2), so 4 there; the data API's three (two halves of the client
+  # files and the restart drills) side by side; 2 elsewhere. AWP_TEST_JOBS sets every label's.
   jobs=2
   [[ $label == e2e ]] && jobs=4
+  [[ $label == data-api ]] && jobs=3
   echo "== ctest -L $label"
   ctest --test-dir "$BUILD" -L "^$label\$" --output-on-failure -j"${AWP_TEST_JOBS:-$jobs}" \
     --timeout "${AWP_TEST_TIMEOUT:-600}" || status=1

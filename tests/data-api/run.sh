@@ -129,10 +129,20 @@ export AWP_DATA_API_REALTIME_DSN="postgresql://awp_realtime:$AWP_PG_REALTIME_PAS
 export AWP_DATA_API_SLOT=$slot AWP_DATA_API_SCRATCH=$scratch
 files=("$@")
 ((${#files[@]})) || files=("$HERE"/*.test.mjs)
-log "gateway on $AWP_DATA_API_URL, database $db; ${#files[@]} test files"
+# AWP_DATA_API_SHARD=k/n runs the k-th of n shares of the files (node's --test-shard) on this
+# run's own database, gateway and embedder: ctest runs the shares side by side (the files mostly
+# wait on the gateway and the database).
+shard=()
+if [[ -n ${AWP_DATA_API_SHARD:-} ]]; then
+  [[ $AWP_DATA_API_SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] &&
+    ((BASH_REMATCH[1] <= BASH_REMATCH[2])) ||
+    die "AWP_DATA_API_SHARD must be k/n with 1 <= k <= n, not '$AWP_DATA_API_SHARD'"
+  shard=(--test-shard="$AWP_DATA_API_SHARD")
+fi
+log "gateway on $AWP_DATA_API_URL, database $db; ${#files[@]} test files${shard:+, share $AWP_DATA_API_SHARD}"
 # One file at a time: they share the seeded database and some sign users out.
 set +e
-"$node" --test --test-concurrency=1 --test-reporter=spec --test-timeout=120000 "${files[@]}"
+"$node" --test --test-concurrency=1 "${shard[@]}" --test-reporter=spec --test-timeout=120000 "${files[@]}"
 status=$?
 set -e
 exit $status
