@@ -24,6 +24,16 @@ for b in awp-api-gateway awp-embedder awpctl; do
   [[ -x $BIN/$b ]] || die "$BIN/$b is missing: build first (scripts/build.sh)"
 done
 
+# AWP_DATA_API_SHARD=k/n runs the k-th of n shares of the files (node's --test-shard) on this
+# run's own database, gateway and embedder: ctest runs the shares side by side (the files mostly
+# wait on the gateway and the database).
+shard=()
+if [[ -n ${AWP_DATA_API_SHARD:-} ]]; then
+  [[ $AWP_DATA_API_SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] &&
+    ((BASH_REMATCH[1] <= BASH_REMATCH[2])) ||
+    die "AWP_DATA_API_SHARD must be k/n with 1 <= k <= n, not '$AWP_DATA_API_SHARD'"
+  shard=(--test-shard="$AWP_DATA_API_SHARD")
+fi
 # node >= 22 and the pinned client (tests/data-api/install.sh).
 node=$("$HERE/install.sh")
 
@@ -129,16 +139,6 @@ export AWP_DATA_API_REALTIME_DSN="postgresql://awp_realtime:$AWP_PG_REALTIME_PAS
 export AWP_DATA_API_SLOT=$slot AWP_DATA_API_SCRATCH=$scratch
 files=("$@")
 ((${#files[@]})) || files=("$HERE"/*.test.mjs)
-# AWP_DATA_API_SHARD=k/n runs the k-th of n shares of the files (node's --test-shard) on this
-# run's own database, gateway and embedder: ctest runs the shares side by side (the files mostly
-# wait on the gateway and the database).
-shard=()
-if [[ -n ${AWP_DATA_API_SHARD:-} ]]; then
-  [[ $AWP_DATA_API_SHARD =~ ^([1-9][0-9]*)/([1-9][0-9]*)$ ]] &&
-    ((BASH_REMATCH[1] <= BASH_REMATCH[2])) ||
-    die "AWP_DATA_API_SHARD must be k/n with 1 <= k <= n, not '$AWP_DATA_API_SHARD'"
-  shard=(--test-shard="$AWP_DATA_API_SHARD")
-fi
 log "gateway on $AWP_DATA_API_URL, database $db; ${#files[@]} test files${shard:+, share $AWP_DATA_API_SHARD}"
 # One file at a time: they share the seeded database and some sign users out.
 set +e
