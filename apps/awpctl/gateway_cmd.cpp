@@ -215,7 +215,7 @@ int issue_pool_login(const context& ctx, const pool_options& o) {
     return 0;
 }
 
-struct token_options {
+struct gateway_token_options {
     std::string tenant_id;
     std::string label;
     int ttl_s = 3600;
@@ -227,7 +227,7 @@ std::string created_by() {
 }
 
 command add_gateway(CLI::App& root, context& ctx) {
-    static token_options o;
+    static gateway_token_options o;
     static credential_options co;
     auto* app = root.add_subcommand("gateway", "Gateway lifecycle");
     app->require_subcommand(1);

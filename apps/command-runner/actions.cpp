@@ -46,13 +46,6 @@ bool has_control(const std::string& s, bool allow_newlines) {
     });
 }
 
-std::string trim(const std::string& s) {
-    const auto b = s.find_first_not_of(" \t\r\n");
-    if (b == std::string::npos) return "";
-    const auto e = s.find_last_not_of(" \t\r\n");
-    return s.substr(b, e - b + 1);
-}
-
 /// Typed, named access to one command's payload; every failure names action and field.
 class payload {
 public:
@@ -78,7 +71,7 @@ public:
         const auto& v = doc_[name];
         if (!v.IsString()) fail(std::string("payload field \"") + name + "\" must be a string");
         std::string s(v.GetString(), v.GetStringLength());
-        if (!multiline) s = trim(s);
+        if (!multiline) s = trim_space(s);
         if (s.empty() && !multiline) return std::nullopt;
         if (s.size() > max_len) {
             fail(std::string("payload field \"") + name + "\" is longer than " +
@@ -254,6 +247,13 @@ std::string template_name(const std::string& given) {
             given + "\"");
     }
     return name;
+}
+
+std::string trim_space(const std::string& s) {
+    const auto b = s.find_first_not_of(" \t\r\n");
+    if (b == std::string::npos) return "";
+    const auto e = s.find_last_not_of(" \t\r\n");
+    return s.substr(b, e - b + 1);
 }
 
 bool is_uuid(const std::string& s) { return std::regex_match(s, kUuid); }

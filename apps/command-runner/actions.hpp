@@ -52,6 +52,13 @@ struct plan {
     std::string success_stdout;       // stored when the steps print nothing useful (fixed text)
     bool json_output = false;         // stdout is JSON: stored as valid JSON (runtime::fit_json)
     std::map<std::string, std::string> fields;  // operands of the in-process kinds
+
+    /// The operand of that name, if the plan has it.
+    [[nodiscard]] std::optional<std::string> field(const char* name) const {
+        const auto it = fields.find(name);
+        if (it == fields.end()) return std::nullopt;
+        return it->second;
+    }
 };
 
 /// Validates the command and returns what to do. Throws invalid_command.
@@ -60,6 +67,9 @@ plan plan_command(const command_row& cmd, const runner_config& cfg);
 /// A provision's source_template as the templates endpoint gives it (its "branch",
 /// template/<name>, or its "id", <name>) → the template's name; throws invalid_command.
 std::string template_name(const std::string& given);
+
+/// `s` without the spaces, tabs and line ends around it.
+std::string trim_space(const std::string& s);
 
 /// Safe-format checks shared with tests.
 bool is_uuid(const std::string& s);

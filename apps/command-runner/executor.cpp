@@ -27,12 +27,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::optional<std::string> field(const plan& p, const char* name) {
-    const auto it = p.fields.find(name);
-    if (it == p.fields.end()) return std::nullopt;
-    return it->second;
-}
-
 std::string read_text(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -197,7 +191,7 @@ net::awaitable<command_outcome> executor::run_steps(command_row cmd, plan p) {
         out = p.success_stdout;
     std::string patch;
     if (ok && p.kind == plan_kind::set_agent_model) patch = co_await reload_session(p);
-    if (ok && field(p, "check") == std::optional<std::string>("gateway_restart")) {
+    if (ok && p.field("check") == std::optional<std::string>("gateway_restart")) {
         if (auto why = runtime::restart_failure(out)) {
             ok = false;
             error = "restart_gateway: " + *why;
@@ -224,7 +218,7 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
             return cmd.action + ": agent \"" + id + "\" is not configured in the runtime (" +
                    config + ")";
         }
-        for (auto& c : rt.set_agent_model(id, index, field(p, "model"), field(p, "thinking")))
+        for (auto& c : rt.set_agent_model(id, index, p.field("model"), p.field("thinking")))
             add(std::move(c));
         return "";
     }
@@ -233,7 +227,7 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
     const std::string id = p.fields.at("agent_id");
     const std::string channel = p.fields.at("channel");
     const std::string workspace = cfg_.workspace(slug);
-    std::optional<std::string> template_name = field(p, "source_template");
+    std::optional<std::string> template_name = p.field("source_template");
     if (template_name && cfg_.templates_source.empty() &&
         !std::filesystem::is_directory(cfg_.templates() + "/" + *template_name)) {
         // Without a template source the folder is every template: no process, no git.
@@ -271,8 +265,8 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
         p.steps.push_back(
             {{cfg_.scripts() + "/templates.sh", "require", *template_name}, std::nullopt});
     }
-    add(rt.add_agent(id, workspace, field(p, "model")));
-    if (auto c = rt.set_identity(id, field(p, "name"), field(p, "emoji"))) add(std::move(*c));
+    add(rt.add_agent(id, workspace, p.field("model")));
+    if (auto c = rt.set_identity(id, p.field("name"), p.field("emoji"))) add(std::move(*c));
     if (template_name) {
         // The workspace becomes a checkout of the template's branch: its files over the
         // runtime's seed files, and `update` merges the template's later versions into it.
@@ -289,7 +283,7 @@ std::string executor::prepare_steps(const command_row& cmd, plan& p) {
         {"slug", slug}, {"runtime_agent_id", id}, {"command_id", cmd.id}};
     for (const char* k : {"channel", "discord_server_id", "discord_user_id", "source_template",
                           "description", "owner_name", "owner_preferred_name", "owner_timezone"}) {
-        if (const auto v = field(p, k)) record.emplace_back(k, *v);
+        if (const auto v = p.field(k)) record.emplace_back(k, *v);
     }
     try {
         std::filesystem::create_directories(cfg_.state_dir + "/agents");

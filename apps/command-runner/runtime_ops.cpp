@@ -15,12 +15,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::optional<std::string> field(const plan& p, const char* name) {
-    const auto it = p.fields.find(name);
-    if (it == p.fields.end()) return std::nullopt;
-    return it->second;
-}
-
 /// Why a runtime call failed, in the runtime's words.
 std::string failure_of(const std::string& what, const proc::process_result& r,
                        const std::vector<std::string>& secrets) {
@@ -58,8 +52,8 @@ net::awaitable<proc::process_result> executor::call(runtime::call c,
 
 net::awaitable<std::string> executor::reload_session(const plan& p) {
     // Calls built apart from the co_await (GCC 12 and temporaries inside one).
-    runtime::call patch = cfg_.runtime.session_patch(p.fields.at("agent_id"), field(p, "model"),
-                                                     field(p, "thinking"));
+    runtime::call patch =
+        cfg_.runtime.session_patch(p.fields.at("agent_id"), p.field("model"), p.field("thinking"));
     const auto r = co_await call(std::move(patch), 30s);
     // Said in the payload, where the spec's reader looks: the config is written either way (the
     // command is done), but a live session keeps its old settings until its next turn.
@@ -146,14 +140,14 @@ net::awaitable<command_outcome> executor::set_default_provider(command_row cmd, 
     const std::string profile = provider + ":" + p.fields.at("profile_name");
     // 1. The profile first in its provider's order (the row's agent's, else the default
     //    agent's, which every agent reads through to).
-    runtime::call order_call = rt.auth_order(provider, profile, field(p, "agent_id"));
+    runtime::call order_call = rt.auth_order(provider, profile, p.field("agent_id"));
     const auto order = co_await call(std::move(order_call), p.timeout);
     if (!order.success())
         co_return command_outcome::failure(failure_of("models auth order set", order, secrets),
                                            order.exit_code, order.out, order.err);
     // 2. The gateway's default model (agents.defaults.model): the runtime's only notion of a
     //    default provider is the provider of that model.
-    std::optional<std::string> target = field(p, "model");
+    std::optional<std::string> target = p.field("model");
     std::string before;
     if (!target) {
         runtime::call status_call = rt.model_status();

@@ -6,23 +6,13 @@
 
 #include <rapidjson/document.h>
 
+#include "actions.hpp"
 #include "awp/core/json.hpp"
 #include "awp/runtime/openclaw.hpp"
 
 namespace awp::runner {
 
 namespace rj = rapidjson;
-
-namespace {
-
-std::string trim(const std::string& s) {
-    const auto b = s.find_first_not_of(" \t\r\n");
-    if (b == std::string::npos) return "";
-    const auto e = s.find_last_not_of(" \t\r\n");
-    return s.substr(b, e - b + 1);
-}
-
-}  // namespace
 
 std::string scrub_patch(const command_row& cmd, bool ok) {
     auto parsed = core::json::try_parse(cmd.payload, core::json::kPayload);
@@ -40,7 +30,7 @@ std::string scrub_patch(const command_row& cmd, bool ok) {
         }
     } else if (cmd.action == "auth_set_api_key") {
         const bool had_url = doc.HasMember("base_url") && doc["base_url"].IsString() &&
-                             !trim(std::string(doc["base_url"].GetString())).empty();
+                             !trim_space(std::string(doc["base_url"].GetString())).empty();
         if (doc.HasMember("api_key")) remove("api_key");
         if (doc.HasMember("base_url")) remove("base_url");
         patch.AddMember("api_key_scrubbed", true, al);
@@ -68,7 +58,7 @@ std::vector<std::string> payload_secrets(const command_row& cmd) {
         if (secret && m.value.IsString()) {
             std::string v(m.value.GetString(), m.value.GetStringLength());
             out.push_back(v);
-            const std::string t = trim(v);
+            const std::string t = trim_space(v);
             if (t != v) out.push_back(t);
         }
     }

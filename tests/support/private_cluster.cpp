@@ -1,16 +1,14 @@
 // A throwaway Postgres per test, run as the postgres OS user when we are root.
 #include "support/private_cluster.hpp"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <stdexcept>
 
+#include "support/net.hpp"
 #include "support/test_db.hpp"
 
 namespace awp::test {
@@ -18,20 +16,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kPgBin = "/usr/lib/postgresql/15/bin";
-
-int free_port() {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = 0;
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    const int port = ntohs(a.sin_port);
-    ::close(s);
-    return port;
-}
 
 void run(const std::string& cmd) {
     if (std::system(cmd.c_str()) != 0) throw std::runtime_error("command failed: " + cmd);

@@ -13,16 +13,6 @@ namespace awp::api {
 
 using http::http_error;
 
-namespace {
-
-http_error unauthorized(const std::string& message) {
-    http_error e(401, "unauthenticated", message);
-    e.extra.add("WWW-Authenticate", "Bearer");
-    return e;
-}
-
-}  // namespace
-
 net::awaitable<response> gateway::login(request r) {
     if (r.media_type() != "application/json") {
         throw http_error(415, "unsupported_media_type", "send application/json");

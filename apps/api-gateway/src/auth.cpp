@@ -22,13 +22,13 @@ namespace awp::api {
 namespace crypto = core::crypto;
 using http::http_error;
 
-namespace {
-
 http_error unauthorized(const std::string& message) {
     http_error e(401, "unauthenticated", message);
     e.extra.add("WWW-Authenticate", "Bearer");
     return e;
 }
+
+namespace {
 
 /// The access token inside an @supabase/ssr cookie value (after joining chunks).
 std::string token_from_ssr_value(std::string value) {

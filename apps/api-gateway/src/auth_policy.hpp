@@ -16,6 +16,12 @@ inline constexpr std::size_t kMaxPassword = 1024;      // as /api/auth/login
 inline constexpr std::size_t kMaxEmail = 320;          //
 inline constexpr std::size_t kMaxMetadata = 8 * 1024;  // user_metadata rides in every token
 
+/// ASCII lower case (e-mail addresses are kept and compared lower-cased).
+inline std::string lower(std::string s) {
+    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+
 /// GoTrue's weak_password message for the policy above.
 inline std::string weak_password_message() {
     return "Password should be at least " + std::to_string(kMinPassword) + " characters.";

@@ -15,6 +15,7 @@
 #include "awp/core/secrets.hpp"
 #include "awp/core/time.hpp"
 #include "awp/http/client.hpp"
+#include "json.hpp"
 
 namespace awp::api {
 
@@ -26,12 +27,6 @@ namespace {
 
 const std::regex kId("^[a-z0-9][a-z0-9_-]{0,63}$");
 const std::regex kRunnerProvider("^[a-z][a-z0-9_-]{0,63}$");
-
-const rapidjson::Value* member(const rapidjson::Value& o, const char* name) {
-    auto it = o.FindMember(name);
-    if (it == o.MemberEnd() || it->value.IsNull()) return nullptr;
-    return &it->value;
-}
 
 std::optional<std::string> opt_str(const rapidjson::Value& o, const char* name,
                                    const std::string& where) {
@@ -322,7 +317,7 @@ const connector* connector_registry::find(std::string_view id) const {
 
 bool connector_registry::consume_state(const std::string& state, long long expires_unix) {
     std::lock_guard lock(mu_);
-    const long long now = core::now_unix_ms() / 1000;
+    const long long now = core::now_unix_s();
     std::erase_if(used_states_, [&](const auto& kv) { return kv.second < now; });
     return used_states_.emplace(state, expires_unix).second;
 }

@@ -117,9 +117,22 @@ void validate(gateway_config& c);
 /// A Chromium DevTools endpoint: http://host:port with an explicit port and no path.
 [[nodiscard]] bool is_cdp_url(std::string_view url);
 
+/// 401 unauthenticated with `WWW-Authenticate: Bearer` (auth.cpp).
+[[nodiscard]] http::http_error unauthorized(const std::string& message);
+
+/// The request's headers as PostgREST hands them to SQL (request.headers): lower-case names,
+/// the cookie header left out, the first of repeated names kept (rest.cpp).
+[[nodiscard]] std::string request_headers_json(const http::request& r);
+
 /// Who is calling.
 struct principal {
     enum class kind { user, service };
+    /// The service role of the gateway's own database.
+    static principal service() {
+        principal p;
+        p.who = kind::service;
+        return p;
+    }
     kind who = kind::user;
     std::string claims_json;  // verified claims, as handed to request.jwt.claims
     std::string sub;

@@ -145,11 +145,6 @@ std::optional<std::string> metadata_field(const rapidjson::Value& o) {
     return text;
 }
 
-std::string lower(std::string s) {
-    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return s;
-}
-
 /// The verified claims of an /auth/v1 route's bearer token (GET/PUT /user, /logout,
 /// /reauthenticate): a session's (either face's) or a token of no session (awpctl token).
 struct bearer_session {
@@ -219,13 +214,6 @@ std::string session_json(const std::string& access, long long expires_in, long l
     o.raw(user_json(u));
     o.w.EndObject();
     return o.str();
-}
-
-/// The gateway's own database as the service role: /auth/v1 serves that database only.
-principal own_service() {
-    principal p;
-    p.who = principal::kind::service;
-    return p;
 }
 
 gotrue_error rate_limited(long retry_after) {
@@ -305,7 +293,7 @@ net::awaitable<gateway::auth_caller> gateway::auth_caller_of(const request& r, b
                      "extract(epoch FROM now() - s.created_at)::float8 AS session_age "
                      "FROM public.app_users u LEFT JOIN public.app_sessions s "
                      "ON s.id = $2::uuid AND s.user_id = u.id WHERE u.id = $1::uuid";
-    auto t = co_await db_->begin(own_service());
+    auto t = co_await db_->begin(principal::service());
     auto row = co_await t.query_and_commit(sql, b.sub, session);
     if (row.empty()) {
         throw gotrue_error(403, "user_not_found", "User from sub claim in JWT does not exist");
@@ -375,7 +363,8 @@ net::awaitable<response> gateway::password_grant(request r) {
     }
     const gotrue_error invalid(400, "invalid_credentials", "Invalid login credentials");
     if (password.empty()) throw invalid;
-    auto result = co_await sign_in(own_service(), lower(email), password, r.remote);
+    auto result =
+        co_await sign_in(principal::service(), auth_policy::lower(email), password, r.remote);
     if (result.retry_after > 0) throw rate_limited(result.retry_after);
     if (!result.verified) {
         core::log::warn("auth sign-in failed", {{"remote", r.remote}});
@@ -454,7 +443,7 @@ net::awaitable<response> gateway::auth_signup(request r) {
     const std::string metadata = data.value_or("{}");
     std::string sqlstate;
     try {
-        auto t = co_await db_->begin(own_service());
+        auto t = co_await db_->begin(principal::service());
         co_await t.query_and_commit(
             "INSERT INTO public.app_users (id, tenant_id, email, password_hash, user_metadata) "
             "VALUES ($1::uuid, $2::uuid, $3, $4, $5::jsonb)",
@@ -512,8 +501,8 @@ net::awaitable<void> gateway::check_reauthentication(const auth_caller& c, std::
                            "Current password required when setting new password.");
     }
     // Through the sign-in limits: a stolen token cannot guess the password here either.
-    const auto account = lower(c.user.email);
-    auto check = co_await sign_in(own_service(), account, current, remote);
+    const auto account = auth_policy::lower(c.user.email);
+    auto check = co_await sign_in(principal::service(), account, current, remote);
     if (check.retry_after > 0) throw rate_limited(check.retry_after);
     if (!check.verified || check.user.id != c.user.id) {
         throw gotrue_error(400, "current_password_invalid",
@@ -540,7 +529,7 @@ net::awaitable<response> gateway::auth_user_put(request r) {
         }
     }
     auto user = c.user;
-    if (!email.empty() && lower(email) != lower(user.email)) {
+    if (!email.empty() && auth_policy::lower(email) != auth_policy::lower(user.email)) {
         throw gotrue_error(422, "email_change_not_supported",
                            "Changing the e-mail address is not supported by this server: an "
                            "operator changes it");
@@ -569,7 +558,7 @@ net::awaitable<response> gateway::auth_user_put(request r) {
                 "WHERE u.id = $1::uuid AND octet_length(m.md::text) <= $4 RETURNING ") +
             kAppUserColumns;
         const auto limit = static_cast<long long>(kMaxMetadata);
-        auto t = co_await db_->begin(own_service());
+        auto t = co_await db_->begin(principal::service());
         pg::result updated;
         if (new_hash) {
             // A new password ends every other session of the user, as GoTrue does: the trigger

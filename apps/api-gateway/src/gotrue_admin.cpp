@@ -44,12 +44,6 @@ http_error refuse(unsigned status, std::string code, const std::string& msg) {
     return http_error(status, std::move(code), msg);
 }
 
-principal own_service() {
-    principal p;
-    p.who = principal::kind::service;
-    return p;
-}
-
 /// GoTrue's requireAdminCredentials: a bearer token (401 no_authorization without one) that is
 /// the service-role key, or an HS256 token of JWT_SECRET (403 bad_jwt otherwise) whose role is
 /// service_role (403 not_admin otherwise: the anon key, a user's session). The apikey header
@@ -103,11 +97,6 @@ rapidjson::Document body_object(const request& r) {
     }
 }
 
-const rapidjson::Value* member(const rapidjson::Value& o, const char* name) {
-    auto it = o.FindMember(name);
-    return it == o.MemberEnd() || it->value.IsNull() ? nullptr : &it->value;
-}
-
 bool present(const rapidjson::Value& o, const char* name) {
     return o.FindMember(name) != o.MemberEnd();
 }
@@ -127,11 +116,6 @@ bool flag(const rapidjson::Value& o, const char* name) {
     return v->GetBool();
 }
 
-std::string lower(std::string s) {
-    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return s;
-}
-
 /// GoTrue's validateEmail: required, at most 255 bytes, a plausible address; lower-cased.
 std::string checked_email(const std::string& email) {
     if (email.empty()) throw refuse(400, "validation_failed", "An email address is required");
@@ -139,7 +123,7 @@ std::string checked_email(const std::string& email) {
     if (!auth_policy::plausible_email(email)) {
         throw refuse(400, "validation_failed", "Unable to validate email address: invalid format");
     }
-    return lower(email);
+    return auth_policy::lower(email);
 }
 
 void check_password(const std::string& password) {
@@ -191,7 +175,7 @@ app_metadata_change app_metadata(const rapidjson::Value& o) {
                 throw refuse(400, "validation_failed",
                              "app_metadata.tenant_id must be a tenant's uuid, or null for none");
             }
-            out.tenant = lower(m.value.GetString());
+            out.tenant = auth_policy::lower(m.value.GetString());
         } else if (key == "awp_role") {
             if (m.value.IsNull()) {
                 out.is_operator = false;
@@ -301,7 +285,7 @@ std::string path_user_id(const request& r) {
     if (!core::is_valid_uuid(id)) {
         throw refuse(404, "validation_failed", "user_id must be an UUID");
     }
-    return lower(id);
+    return auth_policy::lower(id);
 }
 
 /// A password nobody knows, for a user made without one (GoTrue generates 64 characters).
@@ -356,7 +340,7 @@ net::awaitable<response> gateway::admin_users_list(request r) {
                      ", count(*) OVER () AS total FROM public.app_users u "
                      "WHERE $1::text IS NULL OR u.email ILIKE $1 "
                      "ORDER BY u.created_at DESC, u.id DESC LIMIT $2 OFFSET $3";
-    auto t = co_await db_->begin(own_service());
+    auto t = co_await db_->begin(principal::service());
     auto rows = co_await t.query(sql, like, per_page, (page - 1) * per_page);
     std::int64_t total = 0;
     if (!rows.empty()) {
@@ -419,7 +403,7 @@ net::awaitable<response> gateway::admin_user_create(request r) {
             throw refuse(400, "validation_failed", "ID must conform to the uuid v4 format");
         }
         if (*id == kNilUuid) throw refuse(400, "validation_failed", "ID cannot be a nil uuid");
-        user_id = lower(*id);
+        user_id = auth_policy::lower(*id);
     } else {
         user_id = core::uuid::generate_v4().to_string();
     }
@@ -452,7 +436,7 @@ net::awaitable<response> gateway::admin_user_create(request r) {
     std::string sqlstate, constraint_detail;
     std::optional<app_user> made;
     try {
-        auto t = co_await db_->begin(own_service());
+        auto t = co_await db_->begin(principal::service());
         auto row = co_await t.query_and_commit(sql, user_id, tenant, email, hash, metadata,
                                                app.is_operator.value_or(false), ban.seconds);
         made = app_user_at(row, 0);
@@ -480,7 +464,7 @@ net::awaitable<response> gateway::admin_user_create(request r) {
 net::awaitable<response> gateway::admin_user_get(request r) {
     require_admin(r, cfg_);
     const auto id = path_user_id(r);
-    auto t = co_await db_->begin(own_service());
+    auto t = co_await db_->begin(principal::service());
     auto row = co_await t.query_and_commit(
         std::string("SELECT ") + kAppUserColumns + " FROM public.app_users u WHERE u.id = $1::uuid",
         id);
@@ -505,7 +489,7 @@ net::awaitable<response> gateway::admin_user_update(request r) {
     const auto app = app_metadata(body);
     const auto ban = ban_duration(body);
 
-    auto t = co_await db_->begin(own_service());
+    auto t = co_await db_->begin(principal::service());
     auto before = co_await t.query_and_commit(
         std::string("SELECT ") + kAppUserColumns + " FROM public.app_users u WHERE u.id = $1::uuid",
         id);
@@ -537,7 +521,7 @@ net::awaitable<response> gateway::admin_user_update(request r) {
         // A new password, another tenant or the operator flag taken away end the user's sessions
         // in the database (the trigger of app_users, sql/0032); commit_ended makes this process
         // refuse their tokens at once.
-        auto t2 = co_await db_->begin(own_service());
+        auto t2 = co_await db_->begin(principal::service());
         auto row = co_await t2.query(update, id, metadata, email, hash, app.tenant_given,
                                      app.tenant, app.is_operator, ban.given, ban.seconds, lift,
                                      static_cast<long long>(auth_policy::kMaxMetadata));
@@ -588,7 +572,7 @@ net::awaitable<response> gateway::admin_user_delete(request r) {
                      "soft deletion is not supported by this server: remove the user, or ban it "
                      "(ban_duration)");
     }
-    auto t = co_await db_->begin(own_service());
+    auto t = co_await db_->begin(principal::service());
     auto found =
         co_await t.query_and_commit("SELECT 1 FROM public.app_users WHERE id = $1::uuid", id);
     if (found.empty()) throw refuse(404, "user_not_found", "User not found");
@@ -599,7 +583,7 @@ net::awaitable<response> gateway::admin_user_delete(request r) {
     std::string sqlstate, detail;
     int removed = 0;
     try {
-        auto t2 = co_await db_->begin(own_service());
+        auto t2 = co_await db_->begin(principal::service());
         auto rows =
             co_await t2.query("DELETE FROM public.app_users WHERE id = $1::uuid RETURNING id", id);
         removed = rows.size();
@@ -622,7 +606,7 @@ net::awaitable<response> gateway::admin_user_delete(request r) {
 net::awaitable<response> gateway::admin_user_factors(request r) {
     require_admin(r, cfg_);
     const auto id = path_user_id(r);
-    auto t = co_await db_->begin(own_service());
+    auto t = co_await db_->begin(principal::service());
     auto found =
         co_await t.query_and_commit("SELECT 1 FROM public.app_users WHERE id = $1::uuid", id);
     if (found.empty()) throw refuse(404, "user_not_found", "User not found");

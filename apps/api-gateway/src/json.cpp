@@ -14,6 +14,11 @@ rapidjson::Document parse_object_body(std::string_view body) {
     }
 }
 
+const rapidjson::Value* member(const rapidjson::Value& o, const char* name) {
+    auto it = o.FindMember(name);
+    return it == o.MemberEnd() || it->value.IsNull() ? nullptr : &it->value;
+}
+
 std::optional<std::string> opt_string(const rapidjson::Value& o, const char* name) {
     auto it = o.FindMember(name);
     if (it == o.MemberEnd() || it->value.IsNull()) return std::nullopt;

@@ -27,6 +27,8 @@ struct json_out : core::json::writer {
 /// wrong when it is not JSON or not an object.
 rapidjson::Document parse_object_body(std::string_view body);
 
+/// The member of that name, or nullptr when it is absent or null.
+[[nodiscard]] const rapidjson::Value* member(const rapidjson::Value& o, const char* name);
 /// Optional string member; throws http_error 422 naming the field when it has another type.
 std::optional<std::string> opt_string(const rapidjson::Value& o, const char* name);
 /// Required non-blank string member; 422 naming the field otherwise.

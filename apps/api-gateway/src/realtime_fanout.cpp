@@ -24,6 +24,7 @@
 #include "awp/rest/query.hpp"
 #include "realtime.hpp"
 #include "realtime_socket.hpp"
+#include "sql_text.hpp"
 
 namespace awp::api {
 
@@ -60,15 +61,6 @@ struct group {
     std::vector<std::size_t> old_rows;          ///< REPLICA IDENTITY FULL DELETEs to test
     std::vector<bool> visible;                  ///< per change of the transaction
 };
-
-std::string quote_ident(std::string_view s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"') out += '"';
-        out += c;
-    }
-    return out + "\"";
-}
 
 /// A text[] literal of the values ("{\"a\",\"b\"}"), NULL as NULL.
 std::string array_literal(const std::vector<std::optional<std::string>>& values) {
@@ -120,12 +112,12 @@ std::optional<pg::connection::pipelined> rows_statement(const group& g, const re
         }
         unnest += "$" + std::to_string(p.size()) + "::" + col->type + "[]";
         cols += "k" + std::to_string(k);
-        match += "r." + quote_ident(key) + " = u.k" + std::to_string(k);
+        match += "r." + sql_text::quote_ident(key) + " = u.k" + std::to_string(k);
     }
     return pg::connection::pipelined{
         "SELECT u.ord FROM unnest(" + unnest + ") WITH ORDINALITY AS u(" + cols +
-            ", ord) WHERE EXISTS (SELECT 1 FROM " + quote_ident(g.table.schema) + "." +
-            quote_ident(g.table.name) + " AS r WHERE " + match + ")",
+            ", ord) WHERE EXISTS (SELECT 1 FROM " + sql_text::quote_ident(g.table.schema) + "." +
+            sql_text::quote_ident(g.table.name) + " AS r WHERE " + match + ")",
         std::move(p)};
 }
 
@@ -140,7 +132,8 @@ std::optional<pg::connection::pipelined> old_rows_statement(const group& g, cons
         names.emplace_back(c.name);
         if (!cols.empty()) cols += ", ";
         cols += "(awp_rt_row.awp_rt_json ->> ($2::pg_catalog.text[])[" +
-                std::to_string(names.size()) + "])::" + c.type + " AS " + quote_ident(c.name);
+                std::to_string(names.size()) + "])::" + c.type + " AS " +
+                sql_text::quote_ident(c.name);
     }
     std::string rows = "{";
     for (std::size_t i = 0; i < g.old_rows.size(); ++i) {
@@ -170,7 +163,8 @@ std::optional<pg::connection::pipelined> old_rows_statement(const group& g, cons
     return pg::connection::pipelined{
         "SELECT awp_rt_row.awp_rt_ord FROM unnest($1::pg_catalog.jsonb[]) WITH ORDINALITY AS "
         "awp_rt_row(awp_rt_json, awp_rt_ord) CROSS JOIN LATERAL (SELECT " +
-            cols + ") AS " + quote_ident(g.table.name) + " WHERE " + g.facts->old_row_policy,
+            cols + ") AS " + sql_text::quote_ident(g.table.name) + " WHERE " +
+            g.facts->old_row_policy,
         std::move(p)};
 }
 

@@ -13,6 +13,7 @@
 #include "awp/core/json.hpp"
 #include "awp/core/log.hpp"
 #include "awp/rest/query.hpp"
+#include "sql_text.hpp"
 
 namespace awp::api {
 
@@ -123,20 +124,6 @@ std::string oid_array(const std::set<std::uint32_t>& oids) {
     return out + "}";
 }
 
-std::string text_array(const std::vector<std::string>& v) {
-    std::string out = "{";
-    for (const auto& s : v) {
-        if (out.size() > 1) out += ',';
-        out += '"';
-        for (char c : s) {
-            if (c == '"' || c == '\\') out += '\\';
-            out += c;
-        }
-        out += '"';
-    }
-    return out + "}";
-}
-
 std::vector<std::uint32_t> oid_list(std::string_view csv) {
     std::vector<std::uint32_t> out;
     while (!csv.empty()) {
@@ -150,15 +137,6 @@ std::vector<std::uint32_t> oid_list(std::string_view csv) {
         csv.remove_prefix(comma + 1);
     }
     return out;
-}
-
-std::string quote_ident(std::string_view s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '"') out += '"';
-        out += c;
-    }
-    return out + "\"";
 }
 
 std::shared_ptr<const nt::value> tree_or_null(const std::optional<std::string>& text,
@@ -489,11 +467,12 @@ realtime_policies::load(std::set<key> needs, std::shared_ptr<const snapshot> bas
         // The tables, by their names as the schema cache has them.
         std::vector<std::string> names;
         for (const auto& k : order) {
-            names.push_back(quote_ident(k.first.schema) + "." + quote_ident(k.first.name));
+            names.push_back(sql_text::quote_ident(k.first.schema) + "." +
+                            sql_text::quote_ident(k.first.name));
         }
         {
             pg::params p;
-            p.emplace_back(text_array(names));
+            p.emplace_back(sql_text::text_array(names));
             auto r = co_await query(kTablesSql, std::move(p));
             for (int i = 0; i < r.size(); ++i) {
                 const auto idx = static_cast<std::size_t>(r.get<long long>(i, 0) - 1);
@@ -551,7 +530,7 @@ realtime_policies::load(std::set<key> needs, std::shared_ptr<const snapshot> bas
                 for (const auto& o : rel_oids) s += (s.empty() ? "" : ",") + o;
                 return s;
             }() + "}");
-            p.emplace_back(text_array(role_names));
+            p.emplace_back(sql_text::text_array(role_names));
             pg::params p2 = p;
             auto cols = co_await query(kColumnsSql, std::move(p));
             for (int i = 0; i < cols.size(); ++i) {

@@ -126,27 +126,27 @@ void write_atomic(const std::string& dir, const std::string& name, const std::st
     }
 }
 
-std::string member(const rapidjson::Value& o, const char* k) {
+std::string string_member(const rapidjson::Value& o, const char* k) {
     auto it = o.FindMember(k);
     return it != o.MemberEnd() && it->value.IsString() ? it->value.GetString() : "";
 }
 
 std::vector<workspace> parse_list(const rapidjson::Document& d, std::string* active) {
     std::vector<workspace> out;
-    if (active) *active = member(d, "activeWorkspaceId");
+    if (active) *active = string_member(d, "activeWorkspaceId");
     auto it = d.FindMember("workspaces");
     if (it == d.MemberEnd()) return out;
     if (!it->value.IsArray()) throw registry_error("workspaces.json is corrupt (workspaces)");
     for (const auto& w : it->value.GetArray()) {
         if (!w.IsObject()) throw registry_error("workspaces.json is corrupt (entry)");
         workspace x;
-        x.id = member(w, "id");
-        x.label = member(w, "label");
-        x.emoji = member(w, "emoji");
-        x.url = member(w, "url");
-        x.anon_key = member(w, "anonKey");
-        x.database_url = member(w, "databaseUrl");
-        x.created_at = member(w, "createdAt");
+        x.id = string_member(w, "id");
+        x.label = string_member(w, "label");
+        x.emoji = string_member(w, "emoji");
+        x.url = string_member(w, "url");
+        x.anon_key = string_member(w, "anonKey");
+        x.database_url = string_member(w, "databaseUrl");
+        x.created_at = string_member(w, "createdAt");
         auto dflt = w.FindMember("isDefault");
         x.is_default = dflt != w.MemberEnd() && dflt->value.IsBool() && dflt->value.GetBool();
         if (x.id.empty()) throw registry_error("workspaces.json is corrupt (entry without id)");
@@ -326,7 +326,7 @@ std::optional<std::string> registry::service_role_key(const std::string& id) con
     if (ws == s.MemberEnd() || !ws->value.IsObject()) return std::nullopt;
     auto e = ws->value.FindMember(id.c_str());
     if (e == ws->value.MemberEnd() || !e->value.IsObject()) return std::nullopt;
-    auto k = member(e->value, "serviceRoleKey");
+    auto k = string_member(e->value, "serviceRoleKey");
     if (k.empty()) return std::nullopt;
     return k;
 }

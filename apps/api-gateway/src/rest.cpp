@@ -15,28 +15,13 @@
 #include "gateway.hpp"
 #include "json.hpp"
 #include "rest_state.hpp"
+#include "sql_text.hpp"
 
 namespace awp::api {
 
-namespace {
-
-/// The exposed schemas as a text[] literal for the catalog statement.
-std::string text_array(const std::vector<std::string>& v) {
-    std::string out = "{";
-    for (std::size_t i = 0; i < v.size(); ++i) {
-        out += i ? ",\"" : "\"";
-        for (char c : v[i]) {
-            if (c == '"' || c == '\\') out += '\\';
-            out += c;
-        }
-        out += '"';
-    }
-    return out + "}";
-}
-
 /// The request's headers as PostgREST hands them to SQL (request.headers): lower-case names,
 /// the cookie header left out, the first of repeated names kept.
-std::string headers_json(const request& r) {
+std::string request_headers_json(const request& r) {
     core::json::writer j;
     j.w.StartObject();
     std::vector<std::string> seen;
@@ -50,6 +35,8 @@ std::string headers_json(const request& r) {
     j.w.EndObject();
     return j.str();
 }
+
+namespace {
 
 response to_response(const rest::api_error& e) {
     auto res = response::json(e.status(), e.body());
@@ -87,7 +74,7 @@ net::awaitable<void> gateway::reload_schema(std::string why) {
         co_await c.async_exec(
             "SELECT set_config('search_path', '', false), set_config('jit', 'off', false)");
         auto res = co_await c.async_query(std::string(rest::catalog_query()),
-                                          text_array(cfg_.rest_schemas));
+                                          sql_text::text_array(cfg_.rest_schemas));
         if (res.empty() || res.is_null(0, 0))
             throw core::error("the catalog statement returned no row");
         cache = rest::decode(res.text(0, 0), cfg_.rest_schemas);
@@ -238,7 +225,7 @@ net::awaitable<response> gateway::rest_request(request r) {
             facts.sub = who.sub;
             facts.method = r.method;
             facts.path = r.path;
-            facts.headers_json = headers_json(r);
+            facts.headers_json = request_headers_json(r);
             facts.search_path = rest::search_path(prepared.req.schema, cfg_.rest_extra_search_path);
             if (auto it = cache->roles.find(who.role); it != cache->roles.end()) {
                 facts.role_settings = it->second.settings;

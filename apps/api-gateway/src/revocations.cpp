@@ -28,8 +28,6 @@ namespace {
 constexpr std::size_t kMaxIdsPerNotify = 64;
 constexpr std::size_t kPruneEvery = 1024;  // applied rows between two drops of expired ones
 
-long long unix_now() { return core::now_unix_ms() / 1000; }
-
 /// The ids of a notification's payload ("17" or "17,18"); junk yields none.
 std::vector<long long> ids_of(std::string_view payload) {
     std::vector<long long> out;
@@ -176,7 +174,7 @@ void add(id_map& sessions, id_map& users, const revocation& r) {
 
 void revocation_watch::apply(const std::vector<revocation>& rows) {
     if (rows.empty()) return;
-    const auto now = unix_now();
+    const auto now = core::now_unix_s();
     std::unique_lock lock(mu_);
     for (const auto& r : rows) {
         if (r.expires_at < now) continue;

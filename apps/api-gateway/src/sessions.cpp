@@ -20,8 +20,6 @@ namespace crypto = core::crypto;
 
 namespace {
 
-long long unix_now() { return core::now_unix_ms() / 1000; }
-
 /// A new refresh token: 256 random bits, base64url. Only its SHA-256 is stored.
 std::string new_refresh_token() { return crypto::base64url_encode(crypto::random_bytes(32)); }
 
@@ -212,7 +210,7 @@ net::awaitable<std::optional<session_grant>> session_store::issue(session_db db,
     const bool api = face == session_face::api;
     session_grant g;
     g.session_id = core::uuid::generate_v4().to_string();
-    const auto now = unix_now();
+    const auto now = core::now_unix_s();
     g.expires_at = now + static_cast<long long>(api ? o_.api_ttl_s : o_.jwt_expiry_s);
     std::optional<std::string> refresh_hash;
     if (!api) {
@@ -306,7 +304,7 @@ net::awaitable<session_grant> session_store::refresh(std::string presented, std:
         throw refresh_refused(*refused);
     }
     const auto token_id = row.get<long long>(0, "token_id");
-    const auto now = unix_now();
+    const auto now = core::now_unix_s();
     g.expires_at = now + static_cast<long long>(o_.jwt_expiry_s);
     if (row.get<bool>(0, "revoked")) {
         // Used before. Within the reuse interval (two tabs refreshing at once) the answer is the

@@ -96,7 +96,7 @@ net::awaitable<response> gateway::oauth_start(request r) {
     st.state = crypto::base64url_encode(crypto::random_bytes(32));
     st.verifier = crypto::base64url_encode(crypto::random_bytes(32));
     const auto ttl = static_cast<long long>(cfg_.oauth_state_ttl_s);
-    st.exp = core::now_unix_ms() / 1000 + ttl;
+    st.exp = core::now_unix_s() + ttl;
     const auto challenge = crypto::base64url_encode(crypto::sha256(st.verifier));
     std::string scope;
     for (const auto& s : c->scopes) scope += (scope.empty() ? "" : c->scope_separator) + s;
@@ -169,7 +169,7 @@ net::awaitable<response> gateway::oauth_callback(request r) {
                    clear);
     }
     if (!st) flow_error(400, "oauth_state_invalid", "the OAuth state cookie is not valid", clear);
-    if (st->exp < core::now_unix_ms() / 1000) {
+    if (st->exp < core::now_unix_s()) {
         flow_error(400, "oauth_state_expired", "the OAuth flow expired; start again", clear);
     }
     if (!state_matches) {

@@ -170,22 +170,6 @@ storage_error storage_sql_error(const pg::sql_error& e) {
 
 namespace {
 
-/// The request's headers as request.headers (lower-case names, the first of each, no cookie).
-std::string headers_json(const http::request& r) {
-    core::json::writer j;
-    j.w.StartObject();
-    std::vector<std::string> seen;
-    for (const auto& [name, value] : r.header.fields()) {
-        std::string n = name;
-        for (auto& ch : n) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        if (n == "cookie" || std::find(seen.begin(), seen.end(), n) != seen.end()) continue;
-        seen.push_back(n);
-        j.kv(n, value);
-    }
-    j.w.EndObject();
-    return j.str();
-}
-
 /// CORS of every /storage/v1 answer: bearer tokens only (never a cookie), so any origin may
 /// read them, with the headers a download's reader needs exposed.
 void add_cors(bool cross_origin, http::response& res) {
@@ -401,7 +385,7 @@ net::awaitable<std::vector<pg::result>> storage_service::run(
     facts.sub = who.sub;
     facts.method = r.method;
     facts.path = r.path;
-    facts.headers_json = headers_json(r);
+    facts.headers_json = request_headers_json(r);
     facts.search_path = rest::search_path("storage", gw_.config().rest_extra_search_path);
     facts.default_statement_timeout = gw_.config().rest_statement_timeout;
     facts.read_only = read_only;

@@ -72,8 +72,6 @@ std::string json_names(const std::vector<std::string>& names) {
     return o.str();
 }
 
-long long now_seconds() { return static_cast<long long>(core::now_unix_ms() / 1000); }
-
 }  // namespace
 
 net::awaitable<http::response> storage_service::move(http::request r) {
@@ -160,7 +158,7 @@ net::awaitable<http::response> storage_service::sign(http::request r) {
     const auto target = storage_target(r, false);
     const auto body = storage_body(r);
     const auto expires_in = expires_in_of(body);
-    const auto exp = now_seconds() + expires_in;
+    const auto exp = core::now_unix_s() + expires_in;
     std::vector<std::string> paths;
     const bool many = target.name.empty();
     if (many) {
@@ -239,7 +237,7 @@ net::awaitable<http::response> storage_service::sign_upload(http::request r) {
     storage::url_claims c;
     c.scope = std::string(storage::kScopeUpload);
     c.url = target.bucket + "/" + target.name;
-    c.exp = now_seconds() + static_cast<long long>(cfg_.signed_upload_ttl_s);
+    c.exp = core::now_unix_s() + static_cast<long long>(cfg_.signed_upload_ttl_s);
     c.upsert = upsert;
     c.owner = who.sub;
     c.tenant = tenant_of(who.claims_json);

@@ -16,6 +16,8 @@
 
 #include <rapidjson/document.h>
 
+#include "crypto_internal.hpp"
+
 namespace awp::core::crypto {
 namespace {
 
@@ -24,10 +26,7 @@ constexpr std::string_view kSecretInfo = "aes-256-gcm";
 // EVP lengths are ints; secrets and payloads are nowhere near this.
 constexpr std::size_t kMaxCipherInput = std::size_t{1} << 30;
 
-const unsigned char* bytes(std::string_view s) noexcept {
-    return reinterpret_cast<const unsigned char*>(s.data());
-}
-unsigned char* bytes(std::string& s) noexcept { return reinterpret_cast<unsigned char*>(s.data()); }
+using detail::bytes;
 
 int int_size(std::size_t size, const char* what) {
     if (size > kMaxCipherInput) throw crypto_error(std::string(what) + " is too large");

@@ -11,6 +11,7 @@
 
 #include "awp/core/crypto.hpp"
 #include "awp/core/json.hpp"
+#include "crypto_internal.hpp"
 
 namespace awp::core::crypto {
 namespace {
@@ -18,9 +19,7 @@ namespace {
 // Far above any real token; keeps a hostile header from costing more than a parse.
 constexpr std::size_t kMaxTokenSize = 16 * 1024;
 
-const unsigned char* bytes(std::string_view s) noexcept {
-    return reinterpret_cast<const unsigned char*>(s.data());
-}
+using detail::bytes;
 
 struct jwt_free_fn {
     void operator()(jwt_t* jwt) const noexcept { jwt_free(jwt); }

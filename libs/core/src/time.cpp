@@ -32,6 +32,8 @@ std::int64_t now_unix_ms() {
     return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
+std::int64_t now_unix_s() { return now_unix_ms() / 1000; }
+
 std::chrono::milliseconds random_wait(std::chrono::milliseconds lo, std::chrono::milliseconds hi) {
     thread_local std::mt19937 rng{std::random_device{}()};
     if (hi <= lo) return lo;

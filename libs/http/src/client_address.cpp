@@ -11,12 +11,6 @@ namespace awp::http {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
-}
-
 /// IPv4 inside IPv6 (::ffff:a.b.c.d) as the IPv4 address: one client, one key.
 net::ip::address unmapped(const net::ip::address& a) {
     if (a.is_v6() && a.to_v6().is_v4_mapped()) {
@@ -54,7 +48,7 @@ std::optional<net::ip::address> parse_address(std::string_view text) {
 trusted_proxies::trusted_proxies(std::string_view list) {
     while (!list.empty()) {
         const auto comma = list.find(',');
-        const auto item = trim(list.substr(0, comma));
+        const auto item = trim_ows(list.substr(0, comma));
         list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
         if (item.empty()) continue;
         auto bad = [&](std::string_view why) {
@@ -102,7 +96,7 @@ std::string client_address(std::string_view peer, const headers& h,
         std::string_view v = value;
         while (true) {
             const auto comma = v.find(',');
-            hops.push_back(trim(v.substr(0, comma)));
+            hops.push_back(trim_ows(v.substr(0, comma)));
             if (comma == std::string_view::npos) break;
             v.remove_prefix(comma + 1);
         }

@@ -9,6 +9,13 @@
 #include "awp/core/json.hpp"
 
 namespace awp::http {
+
+std::string_view trim_ows(std::string_view s) noexcept {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    return s;
+}
+
 namespace {
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -16,12 +23,6 @@ bool iequals(std::string_view a, std::string_view b) {
                return std::tolower(static_cast<unsigned char>(x)) ==
                       std::tolower(static_cast<unsigned char>(y));
            });
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
 }
 
 int hex_value(char c) {
@@ -68,15 +69,15 @@ std::map<std::string, std::string, std::less<>> request::cookies() const {
         std::string_view rest = v;
         while (!rest.empty()) {
             auto semi = rest.find(';');
-            auto part = trim(rest.substr(0, semi));
+            auto part = trim_ows(rest.substr(0, semi));
             rest = semi == std::string_view::npos ? std::string_view() : rest.substr(semi + 1);
             auto eq = part.find('=');
             if (eq == std::string_view::npos || eq == 0) continue;
-            auto value = trim(part.substr(eq + 1));
+            auto value = trim_ows(part.substr(eq + 1));
             if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
                 value = value.substr(1, value.size() - 2);
             }
-            out.emplace(std::string(trim(part.substr(0, eq))), std::string(value));
+            out.emplace(std::string(trim_ows(part.substr(0, eq))), std::string(value));
         }
     }
     return out;
@@ -92,7 +93,7 @@ std::optional<std::string> request::cookie(std::string_view name) const {
 std::string request::media_type() const {
     auto ct = header.get("content-type");
     if (!ct) return {};
-    auto v = trim(ct->substr(0, ct->find(';')));
+    auto v = trim_ows(ct->substr(0, ct->find(';')));
     std::string out(v);
     std::transform(out.begin(), out.end(), out.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "awp/core/pg.hpp"
+#include "awp/http/message.hpp"
 
 namespace awp::http {
 
@@ -85,12 +86,6 @@ std::string lower(std::string_view s) {
     std::string out(s);
     for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-    return s;
 }
 
 std::optional<std::uint16_t> parse_port(std::string_view s) {
@@ -222,7 +217,7 @@ outbound_policy::outbound_policy(std::string_view allow, std::vector<std::uint16
     while (start <= allow.size()) {
         auto comma = allow.find(',', start);
         if (comma == std::string_view::npos) comma = allow.size();
-        const auto item = trim(allow.substr(start, comma - start));
+        const auto item = trim_ows(allow.substr(start, comma - start));
         if (!item.empty()) allow_.push_back(parse_entry(item));
         start = comma + 1;
     }

@@ -14,6 +14,8 @@ namespace awp::core {
 [[nodiscard]] std::string now_iso8601_utc();
 /// Milliseconds since the Unix epoch, wall clock.
 [[nodiscard]] std::int64_t now_unix_ms();
+/// Whole seconds since the Unix epoch, wall clock (a JWT's iat and exp).
+[[nodiscard]] std::int64_t now_unix_s();
 
 /// A wait drawn uniformly from [lo, hi] (each thread its own generator): how a fleet of daemons
 /// keeps out of step (pg::backoff's reconnects, periodic_wait).

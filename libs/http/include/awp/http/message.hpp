@@ -36,6 +36,10 @@ private:
     std::vector<std::pair<std::string, std::string>> fields_;
 };
 
+/// A field value's item without the optional whitespace (spaces and tabs, RFC 9110's OWS) around
+/// it.
+[[nodiscard]] std::string_view trim_ows(std::string_view s) noexcept;
+
 /// A body held in an open file instead of memory. As a response body it is read while it is
 /// sent, at most kChunk bytes at a time: a download of any size costs the same memory (exactly
 /// `size` bytes are sent; a file that shrinks meanwhile ends the connection). As a request body
