@@ -21,6 +21,8 @@
 #include "support/api_process.hpp"
 #include "support/test_db.hpp"
 
+namespace api_auth_admin_test {
+
 namespace {
 
 namespace http = awp::http;
@@ -248,3 +250,5 @@ TEST_CASE(
     pre.add("Access-Control-Request-Method", "POST");
     CHECK(gw.request("OPTIONS", "/auth/v1/admin/users", pre).status == 204);
 }
+
+}  // namespace api_auth_admin_test

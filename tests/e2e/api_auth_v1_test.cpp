@@ -23,6 +23,8 @@
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
+namespace api_auth_v1_test {
+
 namespace {
 
 namespace http = awp::http;
@@ -715,3 +717,5 @@ TEST_CASE(
     as_user.set("Authorization", "Bearer not.a.jwt");
     CHECK(str(parse(gw.get("/rest/v1/agents", as_user).body), "code") == "PGRST301");
 }
+
+}  // namespace api_auth_v1_test

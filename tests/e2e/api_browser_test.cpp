@@ -29,6 +29,8 @@
 #include "support/net.hpp"
 #include "support/test_db.hpp"
 
+namespace api_browser_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -694,3 +696,5 @@ TEST_CASE("files of an agent on another gateway are proxied to that gateway's ap
     CHECK(first.request("POST", "/api/agents/remote-bob/files?path=z.md", raw, "z").status == 502);
     CHECK(first.get("/api/health").status == 200);
 }
+
+}  // namespace api_browser_test

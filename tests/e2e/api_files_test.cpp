@@ -37,6 +37,8 @@
 #include "support/api_process.hpp"
 #include "support/test_db.hpp"
 
+namespace api_files_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -740,3 +742,5 @@ TEST_CASE(
     std::error_code ec;
     fs::remove_all(shared, ec);
 }
+
+}  // namespace api_files_test

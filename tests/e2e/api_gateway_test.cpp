@@ -26,6 +26,8 @@
 #include "support/net.hpp"
 #include "support/test_db.hpp"
 
+namespace api_gateway_test {
+
 extern char** environ;
 
 namespace {
@@ -429,3 +431,5 @@ TEST_CASE("SIGTERM drains and exits 0", "[api]") {
     CHECK(gw.get("/api/health").status == 200);
     CHECK(gw.stop() == 0);
 }
+
+}  // namespace api_gateway_test

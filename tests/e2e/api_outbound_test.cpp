@@ -32,6 +32,8 @@
 #include "support/pooler.hpp"
 #include "support/test_db.hpp"
 
+namespace api_outbound_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -350,3 +352,5 @@ TEST_CASE(
         CHECK(trap.accepted() == 0);
     }
 }
+
+}  // namespace api_outbound_test

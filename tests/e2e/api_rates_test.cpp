@@ -22,6 +22,8 @@
 #include "support/test_db.hpp"
 #include "support/ws_client.hpp"
 
+namespace api_rates_test {
+
 namespace {
 
 namespace http = awp::http;
@@ -296,3 +298,5 @@ TEST_CASE(
                   .status == 429);
     }
 }
+
+}  // namespace api_rates_test

@@ -32,6 +32,8 @@
 #include "support/net.hpp"
 #include "support/test_db.hpp"
 
+namespace api_registry_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -736,3 +738,5 @@ TEST_CASE(
     CHECK(gw.request("GET", "/api/auth/session", session(user_token(kDefaultTenant, id))).status ==
           200);
 }
+
+}  // namespace api_registry_test

@@ -28,6 +28,8 @@
 #include "support/api_process.hpp"
 #include "support/test_db.hpp"
 
+namespace api_rest_bounds_test {
+
 namespace {
 
 namespace http = awp::http;
@@ -418,3 +420,5 @@ TEST_CASE("/api/health tells anyone only that the gateway is up, and operators g
     }
     CHECK(op.HasMember("rate_limit_buckets"));
 }
+
+}  // namespace api_rest_bounds_test

@@ -17,6 +17,8 @@
 #include "support/api_process.hpp"
 #include "support/test_db.hpp"
 
+namespace api_rest_test {
+
 namespace {
 
 namespace http = awp::http;
@@ -293,3 +295,5 @@ TEST_CASE("the schema cache reloads on NOTIFY pgrst: a new table is served witho
     CHECK(after.status == 200);
     CHECK(after.body == R"([{"id":1,"note":"hello"}])");
 }
+
+}  // namespace api_rest_test

@@ -31,6 +31,8 @@
 #include "support/test_db.hpp"
 #include "support/ws_client.hpp"
 
+namespace api_sessions_test {
+
 namespace {
 
 namespace http = awp::http;
@@ -660,3 +662,5 @@ TEST_CASE(
     CHECK(gw.get("/api/health").status == 200);
     CHECK(gw.get("/api/workspaces", awp::test::bearer(kServiceKey)).status == 200);
 }
+
+}  // namespace api_sessions_test

@@ -38,6 +38,8 @@
 #include "support/net.hpp"
 #include "support/test_db.hpp"
 
+namespace api_sources_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -799,3 +801,5 @@ TEST_CASE(
     CHECK(all_logs.find("wrong-key") == std::string::npos);
     CHECK(all_logs.find("revoked-key") == std::string::npos);
 }
+
+}  // namespace api_sources_test

@@ -30,6 +30,8 @@
 #include "support/api_process.hpp"
 #include "support/test_db.hpp"
 
+namespace api_storage_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -518,3 +520,5 @@ TEST_CASE(
         CHECK(r.body.size() == static_cast<std::size_t>(rows.get<std::int64_t>(i, 1)));
     }
 }
+
+}  // namespace api_storage_test

@@ -21,6 +21,8 @@
 #include "support/net.hpp"
 #include "support/test_db.hpp"
 
+namespace api_trust_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -523,3 +525,5 @@ TEST_CASE(
         R"({"url":")" + awp::test::api_role_url(db) + "\"}");
     CHECK(user.status == 403);
 }
+
+}  // namespace api_trust_test

@@ -14,6 +14,8 @@
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
+namespace awpctl_test {
+
 using awp::test::child;
 using namespace std::chrono_literals;
 
@@ -242,3 +244,5 @@ TEST_CASE(
     CHECK(awpctl({"--database-url", db.daemon_dsn(), "gateway", "pool-login", "--role", role})
               .first == 1);
 }
+
+}  // namespace awpctl_test

@@ -13,6 +13,8 @@
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
+namespace daemon_lifecycle_test {
+
 using awp::test::child;
 using namespace std::chrono_literals;
 
@@ -135,3 +137,5 @@ TEST_CASE("a process of the daemon's own user cannot read the daemon's environme
     d.signal(SIGTERM);
     CHECK(d.wait(10s) == std::optional<int>(0));
 }
+
+}  // namespace daemon_lifecycle_test

@@ -20,6 +20,8 @@
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
+namespace deploy_awpctl_test {
+
 using namespace std::chrono_literals;
 
 namespace {
@@ -227,3 +229,5 @@ TEST_CASE("awpctl health --url is healthy on a 2xx answer only", "[awpctl][deplo
     CHECK(awpctl({"health", "--url", base + "/healthz", "--timeout", "2"}).rc == 1);
     std::filesystem::remove_all(dir);
 }
+
+}  // namespace deploy_awpctl_test

@@ -15,6 +15,8 @@
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
+namespace dispatcher_producers_test {
+
 namespace pg = awp::core::pg;
 namespace fs = std::filesystem;
 using awp::test::child;
@@ -192,3 +194,5 @@ TEST_CASE("every producer trigger and event routine reaches the agent end to end
     std::error_code ec;
     fs::remove_all(dir, ec);
 }
+
+}  // namespace dispatcher_producers_test

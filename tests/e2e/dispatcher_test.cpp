@@ -21,6 +21,8 @@
 #include "support/secret_scan.hpp"
 #include "support/test_db.hpp"
 
+namespace dispatcher_test {
+
 namespace pg = awp::core::pg;
 namespace fs = std::filesystem;
 using awp::test::child;
@@ -697,3 +699,5 @@ TEST_CASE(
     relay.signal(SIGTERM);
     CHECK(relay.wait(10s) == std::optional<int>(0));
 }
+
+}  // namespace dispatcher_test

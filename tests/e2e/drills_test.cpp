@@ -24,6 +24,8 @@
 #include "awp/core/crypto.hpp"
 #include "support/drill_load.hpp"
 
+namespace drills_test {
+
 namespace fs = std::filesystem;
 namespace pg = awp::core::pg;
 namespace drill = awp::test::drill;
@@ -535,3 +537,5 @@ TEST_CASE("drill: scheduler SIGSTOP for three minutes then SIGCONT, one catch-up
     CHECK(one(c, "SELECT next_run_at > now() FROM routines") == "t");
     CHECK(r.interrupted == 0);
 }
+
+}  // namespace drills_test

@@ -20,6 +20,8 @@
 #include "support/private_cluster.hpp"
 #include "support/test_db.hpp"
 
+namespace embedder_test {
+
 using awp::test::child;
 namespace pg = awp::core::pg;
 namespace http = awp::http;
@@ -499,3 +501,5 @@ TEST_CASE("hostile knowledge items and /embed bodies never stop the embedder", "
     h.url = d.url("/healthz");
     CHECK(http::fetch_sync(h).status == 200);
 }
+
+}  // namespace embedder_test

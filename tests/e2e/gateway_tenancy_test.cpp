@@ -18,6 +18,8 @@
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
+namespace gateway_tenancy_test {
+
 namespace fs = std::filesystem;
 namespace pg = awp::core::pg;
 using awp::test::child;
@@ -187,3 +189,5 @@ TEST_CASE(
     CHECK(ra->wait(20s) == 0);
     CHECK(rb->wait(20s) == 0);
 }
+
+}  // namespace gateway_tenancy_test

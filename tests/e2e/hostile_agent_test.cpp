@@ -27,6 +27,8 @@
 #include "integration/runner_harness.hpp"
 #include "support/child.hpp"
 
+namespace hostile_agent_test {
+
 namespace {
 
 using namespace awp::runner_test;
@@ -367,3 +369,5 @@ TEST_CASE(
     CHECK(code == 78);
     CHECK(log.find("CAP_SETUID") != std::string::npos);
 }
+
+}  // namespace hostile_agent_test

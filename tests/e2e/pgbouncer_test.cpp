@@ -20,6 +20,8 @@
 #include "support/pooler.hpp"
 #include "support/test_db.hpp"
 
+namespace pgbouncer_test {
+
 namespace net = boost::asio;
 namespace pg = awp::core::pg;
 using awp::test::bearer;
@@ -277,3 +279,5 @@ TEST_CASE("through PgBouncer: the pooler may open as many files as its hard limi
     REQUIRE(!soft.empty());
     CHECK(soft == hard);
 }
+
+}  // namespace pgbouncer_test

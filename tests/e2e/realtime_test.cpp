@@ -29,6 +29,8 @@
 #include "support/test_db.hpp"
 #include "support/ws_client.hpp"
 
+namespace realtime_test {
+
 namespace {
 
 namespace crypto = awp::core::crypto;
@@ -700,3 +702,5 @@ TEST_CASE("realtime delivers a commit that the slot has before new snapshots see
     gw.stop();
     admin.exec("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots");
 }
+
+}  // namespace realtime_test

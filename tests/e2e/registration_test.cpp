@@ -25,6 +25,8 @@
 #include "support/child.hpp"
 #include "support/test_db.hpp"
 
+namespace registration_test {
+
 namespace fs = std::filesystem;
 namespace pg = awp::core::pg;
 using awp::test::child;
@@ -221,3 +223,5 @@ TEST_CASE("registration: an expired or unknown gateway token registers nothing",
     CHECK(one(c, "SELECT count(*) FROM gateway_registration_tokens WHERE consumed_at IS NULL") ==
           "1");
 }
+
+}  // namespace registration_test

@@ -15,6 +15,8 @@
 #include "integration/runner_harness.hpp"
 #include "support/child.hpp"
 
+namespace runner_malformed_test {
+
 namespace {
 
 using namespace awp::runner_test;
@@ -161,3 +163,5 @@ TEST_CASE(
     std::error_code ec;
     fs::remove_all(root, ec);
 }
+
+}  // namespace runner_malformed_test

@@ -24,6 +24,8 @@
 #include "support/secret_scan.hpp"
 #include "support/test_db.hpp"
 
+namespace runner_process_test {
+
 namespace {
 
 namespace pg = awp::core::pg;
@@ -372,3 +374,5 @@ TEST_CASE(
     r.signal(SIGTERM);
     CHECK(r.wait() == 0);
 }
+
+}  // namespace runner_process_test

@@ -24,6 +24,8 @@
 #include "integration/runner_harness.hpp"
 #include "support/child.hpp"
 
+namespace runtime_real_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -721,3 +723,5 @@ TEST_CASE(
     runner.signal(SIGTERM);
     CHECK(runner.wait(30s) == std::optional<int>(0));
 }
+
+}  // namespace runtime_real_test

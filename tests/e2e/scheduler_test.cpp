@@ -14,6 +14,8 @@
 #include "support/private_cluster.hpp"
 #include "support/test_db.hpp"
 
+namespace scheduler_test {
+
 namespace pg = awp::core::pg;
 using awp::test::child;
 using namespace std::chrono_literals;
@@ -190,3 +192,5 @@ TEST_CASE("bad scheduler configuration exits 78", "[scheduler][e2e]") {
     child s({kScheduler}, {{"TICK_INTERVAL", "0"}});
     CHECK(s.wait(5s) == std::optional<int>(78));
 }
+
+}  // namespace scheduler_test

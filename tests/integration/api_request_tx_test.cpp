@@ -21,6 +21,8 @@
 #include "gateway.hpp"
 #include "support/test_db.hpp"
 
+namespace api_request_tx_test {
+
 namespace net = boost::asio;
 using namespace awp::core;
 using awp::api::db_pool;
@@ -274,3 +276,5 @@ TEST_CASE("a libpq pipeline runs its statements in one implicit transaction", "[
     CHECK(out.completed == 1);
     CHECK(out.after == "0");  // the first insert rolled back with the rest; the setting ended
 }
+
+}  // namespace api_request_tx_test

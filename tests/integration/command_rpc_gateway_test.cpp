@@ -11,6 +11,8 @@
 
 #include "gateway_world.hpp"
 
+namespace command_rpc_gateway_test {
+
 using namespace awp::schema_test;
 
 namespace {
@@ -189,3 +191,5 @@ TEST_CASE(
           "done:ok");
     CHECK(one(admin, "SELECT status::text FROM agent_commands WHERE id = $1", {other}) == "failed");
 }
+
+}  // namespace command_rpc_gateway_test

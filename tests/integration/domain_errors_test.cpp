@@ -14,6 +14,8 @@
 #include "awp/core/pg.hpp"
 #include "support/test_db.hpp"
 
+namespace domain_errors_test {
+
 namespace pg = awp::core::pg;
 namespace fs = std::filesystem;
 
@@ -160,3 +162,5 @@ TEST_CASE("each AW code raised by the server arrives as its own exception type",
                     pg::invalid_argument);
     CHECK_THROWS_AS(c.exec("SELECT public.start_command(gen_random_uuid())"), pg::not_found);
 }
+
+}  // namespace domain_errors_test

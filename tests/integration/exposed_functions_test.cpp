@@ -18,6 +18,8 @@
 #include "gateway.hpp"
 #include "support/test_db.hpp"
 
+namespace exposed_functions_test {
+
 namespace pg = awp::core::pg;
 namespace channels = awp::core::channels;
 using namespace std::chrono_literals;
@@ -254,3 +256,5 @@ TEST_CASE(
     CHECK(sqlstate_of([&] { pool.exec("SELECT awp_notify_gateway('pgrst', '')"); }) == "42501");
     CHECK(expire_as(pool));
 }
+
+}  // namespace exposed_functions_test

@@ -8,6 +8,8 @@
 
 #include "gateway_world.hpp"
 
+namespace gateway_credential_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -277,3 +279,5 @@ TEST_CASE(
         CHECK(count(orphan, std::string("SELECT count(*) FROM ") + table) == 0);
     }
 }
+
+}  // namespace gateway_credential_test

@@ -14,6 +14,8 @@
 #include "awp/core/crypto.hpp"
 #include "gateway_world.hpp"
 
+namespace gateway_key_test {
+
 using namespace awp::schema_test;
 
 namespace {
@@ -297,3 +299,5 @@ TEST_CASE(
                 "'escape')) > 0",
                 {host.key.substr(38)}) == 0);
 }
+
+}  // namespace gateway_key_test

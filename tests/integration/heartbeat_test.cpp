@@ -16,6 +16,8 @@
 #include "support/run_until.hpp"
 #include "support/test_db.hpp"
 
+namespace heartbeat_test {
+
 namespace net = boost::asio;
 namespace pg = awp::core::pg;
 namespace hb = awp::core::heartbeat;
@@ -217,3 +219,5 @@ TEST_CASE("the heartbeat survives a database outage and stops promptly during on
         ioc, [&] { return done; }, 3s));
     CHECK(std::chrono::steady_clock::now() - t0 < 2s);
 }
+
+}  // namespace heartbeat_test

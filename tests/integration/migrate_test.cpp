@@ -9,6 +9,8 @@
 #include "awp/core/migrate.hpp"
 #include "support/test_db.hpp"
 
+namespace migrate_test {
+
 using namespace awp::core;
 namespace fs = std::filesystem;
 
@@ -249,3 +251,5 @@ TEST_CASE("awp's sql folder without functions/ is refused after its numbered mig
     fs::create_directories(dir.path / "functions");
     CHECK(migrate::apply(c, dir.path).already_applied == 2);
 }
+
+}  // namespace migrate_test

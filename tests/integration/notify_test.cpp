@@ -17,6 +17,8 @@
 #include "support/run_until.hpp"
 #include "support/test_db.hpp"
 
+namespace notify_test {
+
 namespace net = boost::asio;
 using namespace awp::core;
 using namespace std::chrono_literals;
@@ -247,3 +249,5 @@ TEST_CASE("integration: every per-gateway NOTIFY is also raised on awp_wake, as 
     }
     CHECK(seen == expected);
 }
+
+}  // namespace notify_test

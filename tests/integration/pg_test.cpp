@@ -18,6 +18,8 @@
 #include "support/private_cluster.hpp"
 #include "support/test_db.hpp"
 
+namespace pg_test {
+
 namespace net = boost::asio;
 using namespace awp::core;
 using awp::test::scoped_database;
@@ -335,3 +337,5 @@ TEST_CASE(
     CHECK(o.error_state == "22012");
     CHECK(o.in_transaction == gw);
 }
+
+}  // namespace pg_test

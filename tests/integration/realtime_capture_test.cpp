@@ -28,6 +28,8 @@
 #include "support/run_until.hpp"
 #include "support/test_db.hpp"
 
+namespace realtime_capture_test {
+
 namespace net = boost::asio;
 namespace pg = awp::core::pg;
 namespace rt = awp::realtime;
@@ -573,3 +575,5 @@ TEST_CASE(
     r.stop();
     CHECK(r.status().state == "off");
 }
+
+}  // namespace realtime_capture_test

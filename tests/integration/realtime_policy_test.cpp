@@ -21,6 +21,8 @@
 #include "realtime_policy.hpp"
 #include "support/test_db.hpp"
 
+namespace realtime_policy_test {
+
 namespace net = boost::asio;
 namespace pg = awp::core::pg;
 namespace claims = awp::realtime::claims;
@@ -230,3 +232,5 @@ TEST_CASE("realtime's catalog fingerprint moves when a policy, a function or a g
     admin.exec(body);
     CHECK_FALSE(check(s));
 }
+
+}  // namespace realtime_policy_test

@@ -15,6 +15,8 @@
 #include "awp/rest/schema.hpp"
 #include "support/test_db.hpp"
 
+namespace rest_schema_test {
+
 namespace pg = awp::core::pg;
 namespace rest = awp::rest;
 using awp::test::scoped_database;
@@ -545,3 +547,5 @@ TEST_CASE("awp's own schema: the UI's embeds of tasks and agents resolve", "[res
                                "collection_records_collection_id_fkey")
               .is_to_one());
 }
+
+}  // namespace rest_schema_test

@@ -17,6 +17,8 @@
 #include "runner_harness.hpp"
 #include "support/private_cluster.hpp"
 
+namespace runner_actions_test {
+
 using namespace awp::runner_test;
 namespace runner = awp::runner;
 
@@ -995,3 +997,5 @@ TEST_CASE(
     std::string ran((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CHECK(ran == "once\n");
 }
+
+}  // namespace runner_actions_test

@@ -13,6 +13,8 @@
 #include "registration.hpp"
 #include "runner_harness.hpp"
 
+namespace runner_startup_test {
+
 using namespace awp::runner_test;
 namespace runner = awp::runner;
 
@@ -211,3 +213,5 @@ TEST_CASE(
             {gw.agent_id}),
         Catch::StartsWith("error|runner " + dead + " stopped while the command was running"));
 }
+
+}  // namespace runner_startup_test

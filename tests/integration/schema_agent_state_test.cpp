@@ -5,6 +5,8 @@
 
 #include "schema_helpers.hpp"
 
+namespace schema_agent_state_test {
+
 using namespace awp::schema_test;
 
 namespace {
@@ -118,3 +120,5 @@ TEST_CASE(
     awp::test::as_user(user, kDefaultTenant, "00000000-0000-0000-0000-0000000000aa");
     CHECK(sqlstate_of([&] { w.set(user, id, token, w.agent, state); }) == "42501");
 }
+
+}  // namespace schema_agent_state_test

@@ -11,6 +11,8 @@
 #include "awp/core/migrate.hpp"
 #include "schema_helpers.hpp"
 
+namespace schema_auth_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 namespace migrate = awp::core::migrate;
@@ -279,3 +281,5 @@ TEST_CASE("a migration that applied something ends with the schema cache's reloa
     CHECK(wait_for().empty());
     fs::remove_all(dir);
 }
+
+}  // namespace schema_auth_test

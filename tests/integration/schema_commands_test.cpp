@@ -9,6 +9,8 @@
 
 #include "schema_helpers.hpp"
 
+namespace schema_commands_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -673,3 +675,5 @@ TEST_CASE("run_shell: only operators by default, members when an operator opens 
     c.exec("UPDATE gateways SET run_shell_policy = 'operators' WHERE id = $1", {gw});
     CHECK(sqlstate_of([&] { enqueue(c, "alice", "run_shell", shell); }) == "AW010");
 }
+
+}  // namespace schema_commands_test

@@ -5,6 +5,8 @@
 
 #include "schema_helpers.hpp"
 
+namespace schema_inbox_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -258,3 +260,5 @@ TEST_CASE("the dispatcher's scan counts each ready agent's leasable items, on it
     CHECK(theirs.is_null(0, 2));
     CHECK(scan(d, other).get<long>(0, 1) == 1);  // the service role sees dave's item
 }
+
+}  // namespace schema_inbox_test

@@ -6,6 +6,8 @@
 
 #include "schema_helpers.hpp"
 
+namespace schema_isolation_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -661,3 +663,5 @@ TEST_CASE(
     auto reg = one(anon, "SELECT consume_gateway_token($1, 'Edge', 'edge')::text", {token});
     CHECK_THAT(reg, Catch::Contains("\"gateway_slug\": \"edge-2\""));
 }
+
+}  // namespace schema_isolation_test

@@ -5,6 +5,8 @@
 
 #include "schema_helpers.hpp"
 
+namespace schema_knowledge_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -226,3 +228,5 @@ TEST_CASE("every saved change of a skill is a version with its reason", "[schema
     CHECK(v.get<std::string>(1, "plain_text") == "v2");
     CHECK(v.get<std::string>(1, "reason") == "clearer steps");
 }
+
+}  // namespace schema_knowledge_test

@@ -1,6 +1,8 @@
 // Inbox producers: each trigger fires once for its event and dedups a repeat of the same event.
 #include "schema_helpers.hpp"
 
+namespace schema_producers_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -167,3 +169,5 @@ TEST_CASE("overdue tasks become missed, the agent and its manager get one item e
     CHECK(count(d, "SELECT escalate_overdue_tasks()") == 1);
     CHECK(count(d, "SELECT count(*) FROM agent_inbox_items WHERE agent_id = $1", {alice}) == 1);
 }
+
+}  // namespace schema_producers_test

@@ -7,6 +7,8 @@
 #include "awp/core/migrate.hpp"
 #include "schema_helpers.hpp"
 
+namespace schema_product_activity_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -432,3 +434,5 @@ TEST_CASE(
     // And again: nothing to apply.
     CHECK(awp::core::migrate::apply(c, sql).applied.empty());
 }
+
+}  // namespace schema_product_activity_test

@@ -7,6 +7,8 @@
 
 #include "schema_helpers.hpp"
 
+namespace schema_product_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -424,3 +426,5 @@ TEST_CASE(
                 "SELECT count(*) FROM pg_indexes WHERE indexname = 'tasks_overdue_idx' AND "
                 "indexdef LIKE '%awp_task_deadline(due_at, due_date)%'") == 1);
 }
+
+}  // namespace schema_product_test

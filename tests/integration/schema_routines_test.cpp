@@ -6,6 +6,8 @@
 
 #include "schema_helpers.hpp"
 
+namespace schema_routines_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -242,3 +244,5 @@ TEST_CASE("event routines fire once per change on tasks, contacts, knowledge ite
     CHECK(items(record) == 1);
     CHECK(count(admin, "SELECT run_count FROM routines WHERE id = $1", {on_done}) == 2);
 }
+
+}  // namespace schema_routines_test

@@ -11,6 +11,8 @@
 #include "awp/core/channels.hpp"
 #include "schema_helpers.hpp"
 
+namespace schema_sessions_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 namespace channels = awp::core::channels;
@@ -187,3 +189,5 @@ TEST_CASE("sessions in SQL: app_token_revocations is the service role's only",
     api.exec("SET ROLE service_role");
     CHECK(sqlstate_of([&] { api.exec("SELECT count(*) FROM app_token_revocations"); }).empty());
 }
+
+}  // namespace schema_sessions_test

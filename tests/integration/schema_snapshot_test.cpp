@@ -10,6 +10,8 @@
 
 #include "support/test_db.hpp"
 
+namespace schema_snapshot_test {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -55,3 +57,5 @@ TEST_CASE("sql/schema.snapshot.sql is the schema the migrations make", "[schema]
     }
     fs::remove(fresh);
 }
+
+}  // namespace schema_snapshot_test

@@ -1,6 +1,8 @@
 // Gateway registration tokens (single use, expiring, tenant-bound) and daemon heartbeats.
 #include "schema_helpers.hpp"
 
+namespace schema_tokens_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -90,3 +92,5 @@ TEST_CASE("daemon_heartbeat upserts one row per daemon instance and wakes a prov
     CHECK(sqlstate_of([&] { d.exec("SELECT * FROM daemon_heartbeat('edge', 'Bad Name')"); }) ==
           "AW004");
 }
+
+}  // namespace schema_tokens_test

@@ -5,6 +5,8 @@
 
 #include "schema_helpers.hpp"
 
+namespace schema_ui_columns_test {
+
 using namespace awp::schema_test;
 using awp::test::scoped_database;
 
@@ -287,3 +289,5 @@ TEST_CASE(
     CHECK(one(admin, "SELECT error_message FROM source_connections WHERE id = $1", {conn}) ==
           "token revoked");
 }
+
+}  // namespace schema_ui_columns_test

@@ -10,6 +10,8 @@
 #include "awp/core/secrets.hpp"
 #include "support/test_db.hpp"
 
+namespace secrets_names_test {
+
 namespace pg = awp::core::pg;
 namespace secrets = awp::core::secrets;
 
@@ -140,3 +142,5 @@ TEST_CASE("agent env files: C++ names a file for exactly the slugs the agents.sl
     CHECK(accepted >= 10);
     c.exec("ROLLBACK");
 }
+
+}  // namespace secrets_names_test

@@ -18,6 +18,8 @@
 #include "support/test_db.hpp"
 #include "wake/relay.hpp"
 
+namespace wake_relay_test {
+
 namespace net = boost::asio;
 namespace pg = awp::core::pg;
 using namespace awp::core;
@@ -359,3 +361,5 @@ TEST_CASE("what is NOTIFYed on awp_wake is checked like outside bytes", "[wake][
     la.stop(ioc);
     relay.stop(ioc);
 }
+
+}  // namespace wake_relay_test

@@ -7,6 +7,8 @@
 
 #include "awp/core/child_env.hpp"
 
+namespace child_env_test {
+
 namespace ce = awp::core::child_env;
 
 namespace {
@@ -155,3 +157,5 @@ TEST_CASE("child env: the process's own environment is read again after it chang
         ::unsetenv("LC_ALL");
     }
 }
+
+}  // namespace child_env_test

@@ -10,6 +10,8 @@
 #include "awp/core/pg.hpp"
 #include "awp/core/time.hpp"
 
+namespace core_test {
+
 namespace {
 
 // Redirects fd 2 into a temp file for the lifetime of the object.
@@ -216,3 +218,5 @@ TEST_CASE("options come from the environment when not given as flags", "[daemon]
     unsetenv("DRAIN_TIMEOUT");
     CHECK(c.drain_timeout_s == 7);
 }
+
+}  // namespace core_test

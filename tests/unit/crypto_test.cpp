@@ -8,6 +8,8 @@
 #include <chrono>
 #include <string>
 
+namespace crypto_test {
+
 using namespace awp::core::crypto;
 using namespace std::chrono_literals;
 
@@ -322,3 +324,5 @@ TEST_CASE("JWT verification enforces exp and nbf with a leeway", "[crypto]") {
     CHECK(refusal(with(R"({"sub":"u"})"), kSecret, need_exp) == token_failure::missing_exp);
     CHECK_NOTHROW(jwt_verify_hs256(with(R"({"sub":"u","exp":9999999999})"), kSecret, need_exp));
 }
+
+}  // namespace crypto_test

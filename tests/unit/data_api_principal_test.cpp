@@ -18,6 +18,8 @@
 #include "gateway.hpp"
 #include "sessions.hpp"
 
+namespace data_api_principal_test {
+
 namespace {
 
 namespace crypto = awp::core::crypto;
@@ -272,3 +274,5 @@ TEST_CASE(
               ->data_api_principal(with({{"Authorization", std::string("Bearer ") + kServiceKey}}))
               .role == "service_role");
 }
+
+}  // namespace data_api_principal_test

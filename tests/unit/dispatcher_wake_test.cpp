@@ -5,6 +5,8 @@
 #include "inbox-dispatcher/config.hpp"
 #include "inbox-dispatcher/wake.hpp"
 
+namespace dispatcher_wake_test {
+
 using namespace awp::dispatcher;
 
 namespace {
@@ -141,3 +143,5 @@ TEST_CASE("dispatcher config: the lease must outlast the wake, a gateway is requ
     c.wake_timeout_s = 10;
     CHECK_NOTHROW(c.validate());
 }
+
+}  // namespace dispatcher_wake_test

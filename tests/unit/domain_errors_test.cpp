@@ -7,6 +7,8 @@
 
 #include "awp/core/pg.hpp"
 
+namespace domain_errors_test {
+
 namespace pg = awp::core::pg;
 using pg::domain_code;
 
@@ -104,3 +106,5 @@ TEST_CASE("a domain error keeps its code, SQLSTATE and the server's words", "[pg
     const pg::domain_error unknown("AW042", "m");
     CHECK_FALSE(unknown.code());
 }
+
+}  // namespace domain_errors_test

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+namespace embed_fallback_test {
+
 namespace {
 
 namespace embed = awp::embed;
@@ -102,3 +104,5 @@ TEST_CASE("fallback words are case- and width-folded, CJK split per character", 
     CHECK(embed::hash_words("Straße") == std::vector<std::string>{"strasse"});
     CHECK(embed::hash_embedding("HELLO World") == embed::hash_embedding("hello world"));
 }
+
+}  // namespace embed_fallback_test

@@ -10,6 +10,8 @@
 #include <regex>
 #include <string>
 
+namespace embed_loader_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -205,3 +207,5 @@ TEST_CASE("fp16 conversion rounds to nearest even and round-trips", "[embed]") {
     }
     CHECK(embed::half_to_float(0x3555) == Approx(0.333251953125));
 }
+
+}  // namespace embed_loader_test

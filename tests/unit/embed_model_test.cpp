@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+namespace embed_model_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -222,3 +224,5 @@ TEST_CASE("embed_batch may be called from several threads at once", "[embed]") {
         for (std::size_t i = 0; i < want.size(); ++i) CHECK(results[i].vector == want[i].vector);
     }
 }
+
+}  // namespace embed_model_test

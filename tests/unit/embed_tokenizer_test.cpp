@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+namespace embed_tokenizer_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -140,3 +142,5 @@ TEST_CASE("invalid UTF-8 is replaced, never crashes the tokenizer", "[embed]") {
     CHECK(enc.ids == tok.encode("ok bad end", 64).ids);
     CHECK(enc.ids.size() == 5);
 }
+
+}  // namespace embed_tokenizer_test

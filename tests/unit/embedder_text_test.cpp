@@ -5,6 +5,8 @@
 
 #include "text.hpp"
 
+namespace embedder_text_test {
+
 using namespace awp::embedder;
 
 namespace {
@@ -153,3 +155,5 @@ TEST_CASE("chunking caps the count, reports truncation and numbers pages", "[emb
     }
     CHECK(make_chunks(body_text{" \n\t ", {}}, o).chunks.empty());
 }
+
+}  // namespace embedder_text_test

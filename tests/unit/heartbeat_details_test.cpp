@@ -6,6 +6,8 @@
 
 #include "awp/core/heartbeat.hpp"
 
+namespace heartbeat_details_test {
+
 using awp::core::heartbeat::details;
 
 TEST_CASE("heartbeat details are a JSON object in the order added", "[heartbeat]") {
@@ -23,3 +25,5 @@ TEST_CASE("heartbeat details are a JSON object in the order added", "[heartbeat]
     d.add("in_flight", 4);
     CHECK(d.json().find(R"("in_flight":4,"ok")") != std::string::npos);
 }
+
+}  // namespace heartbeat_details_test

@@ -16,6 +16,8 @@
 #include "awp/http/multipart.hpp"
 #include "http_loopback.hpp"
 
+namespace http_admit_test {
+
 namespace {
 
 namespace http = awp::http;
@@ -192,3 +194,5 @@ TEST_CASE("multipart: a part's Content-Type is reported as sent", "[http][multip
     CHECK_FALSE(types[0].has_value());
     CHECK(types[1] == std::optional<std::string>("image/png"));
 }
+
+}  // namespace http_admit_test

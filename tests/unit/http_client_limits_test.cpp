@@ -11,6 +11,8 @@
 #include "awp/http/client_address.hpp"
 #include "awp/http/rate_limit.hpp"
 
+namespace http_client_limits_test {
+
 namespace http = awp::http;
 using namespace std::chrono_literals;
 
@@ -162,3 +164,5 @@ TEST_CASE("rate limiter: IPv6 clients are counted by /64", "[http][limits]") {
     CHECK(http::address_key("2001:db8:1:2:bbbb::9") == "2001:db8:1:2::/64");
     CHECK(http::address_key("not an address") == "not an address");
 }
+
+}  // namespace http_client_limits_test

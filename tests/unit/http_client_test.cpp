@@ -6,6 +6,8 @@
 #include "awp/http/client.hpp"
 #include "http_loopback.hpp"
 
+namespace http_client_test {
+
 namespace http = awp::http;
 namespace net = boost::asio;
 using namespace awp::test::http_loopback;
@@ -242,3 +244,5 @@ TEST_CASE("client: garbage, a cut answer or an oversized body is `protocol`", "[
         CHECK(failure_of(q) == http::upstream_error::kind::protocol);
     }
 }
+
+}  // namespace http_client_test

@@ -6,6 +6,8 @@
 
 #include "awp/http/message.hpp"
 
+namespace http_message_test {
+
 namespace http = awp::http;
 
 namespace {
@@ -182,3 +184,5 @@ TEST_CASE("reason phrases of the statuses the services answer", "[http][message]
     CHECK(http::reason(504) == "Gateway Timeout");
     CHECK(http::reason(299) == "Unknown");
 }
+
+}  // namespace http_message_test

@@ -8,6 +8,8 @@
 #include "awp/http/message.hpp"
 #include "awp/http/multipart.hpp"
 
+namespace http_multipart_test {
+
 namespace {
 
 using awp::http::multipart_reader;
@@ -159,3 +161,5 @@ TEST_CASE("multipart reader: malformed bodies and oversized part headers are a 4
     }
     CHECK(refused);
 }
+
+}  // namespace http_multipart_test

@@ -13,6 +13,8 @@
 #include "awp/http/client.hpp"
 #include "awp/http/outbound.hpp"
 
+namespace http_outbound_test {
+
 namespace http = awp::http;
 namespace net = boost::asio;
 using http::address_class;
@@ -217,3 +219,5 @@ TEST_CASE("fetch checks every resolved address before it connects", "[http][outb
     acc.accept(s, ec);
     CHECK(!ec);
 }
+
+}  // namespace http_outbound_test

@@ -7,6 +7,8 @@
 
 #include "awp/http/server.hpp"
 
+namespace http_router_test {
+
 namespace http = awp::http;
 namespace net = boost::asio;
 
@@ -183,3 +185,5 @@ TEST_CASE("router: the first matching route wins", "[http][router]") {
     CHECK(picked(m) == "b");
     CHECK(m.params.at("slug") == "bob");
 }
+
+}  // namespace http_router_test

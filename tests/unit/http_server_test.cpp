@@ -17,6 +17,8 @@
 
 #include "http_loopback.hpp"
 
+namespace http_server_test {
+
 namespace http = awp::http;
 namespace net = boost::asio;
 using namespace awp::test::http_loopback;
@@ -554,3 +556,5 @@ TEST_CASE("server: a spool_body route gets its body in an unlinked file, limits 
     // Nothing is left in the spool directory.
     CHECK(::rmdir(dir.c_str()) == 0);
 }
+
+}  // namespace http_server_test

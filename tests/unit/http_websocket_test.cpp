@@ -14,6 +14,8 @@
 #include "http_loopback.hpp"
 #include "support/ws_client.hpp"
 
+namespace http_websocket_test {
+
 namespace http = awp::http;
 namespace net = boost::asio;
 using awp::test::ws_client;
@@ -322,3 +324,5 @@ TEST_CASE("a websocket whose client vanishes without a close ends its session",
     }
     CHECK(f.srv->connections() == 0);
 }
+
+}  // namespace http_websocket_test

@@ -6,6 +6,8 @@
 
 #include "awp/core/json.hpp"
 
+namespace json_test {
+
 namespace json = awp::core::json;
 
 TEST_CASE("json::parse reads values and refuses anything after them", "[json]") {
@@ -76,3 +78,5 @@ TEST_CASE("json errors never repeat the input", "[json]") {
         CHECK(std::string(e.what()).find(secret) == std::string::npos);
     }
 }
+
+}  // namespace json_test

@@ -15,6 +15,8 @@
 #include "awp/core/event.hpp"
 #include "awp/core/lease.hpp"
 
+namespace lease_test {
+
 namespace net = boost::asio;
 using namespace awp::core;
 using namespace std::chrono_literals;
@@ -338,3 +340,5 @@ TEST_CASE("events coalesce and remember a set before the wait", "[lease]") {
     CHECK(woke == 1);
     CHECK_FALSE(second_wait_set);
 }
+
+}  // namespace lease_test

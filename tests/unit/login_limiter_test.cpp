@@ -10,6 +10,8 @@
 
 #include "gateway.hpp"
 
+namespace login_limiter_test {
+
 using awp::api::login_limiter;
 using namespace std::chrono_literals;
 
@@ -85,3 +87,5 @@ TEST_CASE(
     CHECK(l.begin("dave@x", "192.0.2.1") == 0);      // the user's own address is not
     l.end("dave@x", "192.0.2.1", true);
 }
+
+}  // namespace login_limiter_test

@@ -5,6 +5,8 @@
 #include "awp/core/error.hpp"
 #include "awp/core/pg.hpp"
 
+namespace pg_dsn_test {
+
 namespace pg = awp::core::pg;
 
 TEST_CASE("pg: a DSN's login is read and replaced, the rest kept", "[pg][dsn]") {
@@ -34,3 +36,5 @@ TEST_CASE("pg: keepalives are added to a DSN that does not set its own", "[pg][d
     CHECK(own.find("keepalives_idle='30'") == std::string::npos);
     CHECK(pg::dsn_with_keepalives("postgresql://[bad") == "postgresql://[bad");
 }
+
+}  // namespace pg_dsn_test

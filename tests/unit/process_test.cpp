@@ -30,6 +30,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+namespace process_test {
+
 namespace net = boost::asio;
 using namespace std::chrono_literals;
 using namespace boost::asio::experimental::awaitable_operators;
@@ -550,3 +552,5 @@ TEST_CASE("identity: root and unknown users are refused as agent users", "[proce
     CHECK(awp::core::identity::lookup("65534").name == "nobody");
     CHECK_FALSE(awp::core::identity::agent_user("").has_value());
 }
+
+}  // namespace process_test

@@ -11,6 +11,8 @@
 #include "awp/realtime/node_tree.hpp"
 #include "awp/rest/query.hpp"
 
+namespace realtime_claims_test {
+
 namespace claims = awp::realtime::claims;
 namespace nt = awp::realtime::node_tree;
 
@@ -239,3 +241,5 @@ TEST_CASE("the data API's settings are the ones the claims analysis knows", "[re
                                          "request.headers", "search_path", "statement_timeout",
                                          "transaction_read_only"});
 }
+
+}  // namespace realtime_claims_test

@@ -15,6 +15,8 @@
 #include "awp/realtime/walsender.hpp"
 #include "support/pgoutput_fixture.hpp"
 
+namespace realtime_pgoutput_test {
+
 namespace {
 
 namespace rt = awp::realtime;
@@ -412,3 +414,5 @@ TEST_CASE("the replication stream's framing: XLogData, keepalives, status update
                    be64(0x0123456789ABCDEFULL) + be64(5) + std::string(1, '\1'));
     CHECK(ws::pg_now() > 849'051'635'758'123 - 400LL * 24 * 3600 * 1'000'000);
 }
+
+}  // namespace realtime_pgoutput_test

@@ -8,6 +8,8 @@
 #include "awp/realtime/phoenix.hpp"
 #include "awp/realtime/record.hpp"
 
+namespace realtime_protocol_test {
+
 namespace rt = awp::realtime;
 namespace phx = awp::realtime::phoenix;
 namespace json = awp::core::json;
@@ -261,3 +263,5 @@ TEST_CASE("UPDATE carries the old key, DELETE only the primary key", "[realtime]
     CHECK(p["ids"][1].GetUint64() == 9);
     CHECK(std::string(p["data"]["type"].GetString()) == "DELETE");
 }
+
+}  // namespace realtime_protocol_test

@@ -12,6 +12,8 @@
 #include "awp/rest/schema.hpp"
 #include "support/rest_catalog.hpp"
 
+namespace rest_bounds_test {
+
 namespace {
 
 namespace rest = awp::rest;
@@ -199,3 +201,5 @@ TEST_CASE("bounds: planned and estimated counts only where the role's rows are t
         CHECK(plan(call).req.prefer.count == rest::prefer_count::exact);
     }
 }
+
+}  // namespace rest_bounds_test

@@ -11,6 +11,8 @@
 #include "awp/rest/schema.hpp"
 #include "support/rest_catalog.hpp"
 
+namespace rest_query_test {
+
 namespace {
 
 namespace rest = awp::rest;
@@ -228,3 +230,5 @@ TEST_CASE("the setup statement carries the role, the claims and READ ONLY as par
     CHECK_FALSE(has_param(s, "30s"));  // the role's own timeout wins
     CHECK(cache().roles.at("anon").settings.front().second == "3s");
 }
+
+}  // namespace rest_query_test

@@ -10,6 +10,8 @@
 
 #include "awp/rest/request.hpp"
 
+namespace rest_request_test {
+
 using namespace awp::rest;
 
 namespace {
@@ -927,3 +929,5 @@ TEST_CASE("the web UI's list query parses whole", "[rest]") {
     CHECK(q.prefer.count == prefer_count::exact);
     CHECK(q.accept.at(0).kind == media::json);
 }
+
+}  // namespace rest_request_test

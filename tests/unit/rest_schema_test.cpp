@@ -12,6 +12,8 @@
 #include "awp/rest/schema.hpp"
 #include "support/rest_catalog.hpp"
 
+namespace rest_schema_test {
+
 namespace rest = awp::rest;
 using rest::cardinality;
 using rest::qualified_name;
@@ -635,3 +637,5 @@ TEST_CASE("Prefer: params=single-object passes the body to a lone json parameter
     // no lone json parameter: resolution as without the preference
     CHECK(call(*sc, "lookup", {"id"}, false, rest::media::json, true).fn->oid == 1);
 }
+
+}  // namespace rest_schema_test

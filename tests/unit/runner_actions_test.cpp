@@ -17,6 +17,8 @@
 #include "secrets.hpp"
 #include "sources.hpp"
 
+namespace runner_actions_test {
+
 using namespace awp::runner;
 
 namespace {
@@ -368,3 +370,5 @@ TEST_CASE("GATEWAY_API_URL is a base http(s) address, kept without a trailing sl
         CHECK_THROWS_AS(normalize_api_url(bad), awp::core::config_error);
     }
 }
+
+}  // namespace runner_actions_test

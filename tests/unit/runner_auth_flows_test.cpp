@@ -8,6 +8,8 @@
 #include "auth_flows.hpp"
 #include "runner_test_util.hpp"
 
+namespace runner_auth_flows_test {
+
 using namespace awp::runner;
 using namespace awp::runner_test;
 using kind = command_outcome::kind;
@@ -90,3 +92,5 @@ TEST_CASE("runner auth flows: a runner that stops ends the login, which fails sa
     CHECK(end.error == "the runner stopped during the auth flow; start it again");
     CHECK_THAT(end.patch, Catch::Contains("\"stage\":\"failed\""));
 }
+
+}  // namespace runner_auth_flows_test

@@ -10,6 +10,8 @@
 
 #include "config.hpp"
 
+namespace runner_config_test {
+
 using namespace awp::runner;
 
 namespace {
@@ -93,3 +95,5 @@ TEST_CASE("runner config: an unusable configuration exits 78", "[runner]") {
     CHECK(load({"--agent-runtime", "/nonexistent/openclaw"}, cfg) == 78);
     CHECK(load({"--help"}, cfg) == 0);
 }
+
+}  // namespace runner_config_test

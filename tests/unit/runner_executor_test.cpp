@@ -11,6 +11,8 @@
 #include "housekeeping.hpp"
 #include "runner_test_util.hpp"
 
+namespace runner_executor_test {
+
 using namespace awp::runner;
 using namespace awp::runner_test;
 using kind = command_outcome::kind;
@@ -94,3 +96,5 @@ TEST_CASE("runner executor: upload_file writes into the agent's workspace or say
     std::getline(in, text);
     CHECK(text == "hello");
 }
+
+}  // namespace runner_executor_test

@@ -7,6 +7,8 @@
 #include "agent_state.hpp"
 #include "runner_test_util.hpp"
 
+namespace runner_outcome_test {
+
 using namespace awp::runner;
 using namespace awp::runner_test;
 using kind = command_outcome::kind;
@@ -72,3 +74,5 @@ TEST_CASE("runner agent state: provision sets ready or error, set_agent_model it
     const auto other = command("list_models");
     CHECK_FALSE(agent_state_of(other, settled(other, command_outcome::success())));
 }
+
+}  // namespace runner_outcome_test

@@ -6,6 +6,8 @@
 
 #include "scrub.hpp"
 
+namespace runner_scrub_test {
+
 using namespace awp::runner;
 
 namespace {
@@ -65,3 +67,5 @@ TEST_CASE("runner scrub: an error text is cut to kErrorLimit with an ellipsis, a
           "bad\xEF\xBF\xBD"
           "byte");
 }
+
+}  // namespace runner_scrub_test

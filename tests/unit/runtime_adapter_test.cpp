@@ -12,6 +12,8 @@
 #include "awp/core/json.hpp"
 #include "awp/runtime/openclaw.hpp"
 
+namespace runtime_adapter_test {
+
 using namespace awp::runtime;
 namespace fs = std::filesystem;
 using sv = std::vector<std::string>;
@@ -215,3 +217,5 @@ TEST_CASE(
           std::optional<std::string>("x/y"));
     CHECK_FALSE(awp::runtime::first_model(list, "groq"));
 }
+
+}  // namespace runtime_adapter_test

@@ -6,6 +6,8 @@
 
 #include "awp/core/migrate.hpp"
 
+namespace schema_version_test {
+
 using namespace awp::core;
 
 TEST_CASE("migrate::schema_version is the last numbered migration of sql/", "[migrate]") {
@@ -32,3 +34,5 @@ TEST_CASE("every repeatable file of sql/functions is found, in file-name order",
         CHECK_FALSE(f.sql.empty());
     }
 }
+
+}  // namespace schema_version_test

@@ -9,6 +9,8 @@
 #include "awp/core/error.hpp"
 #include "awp/core/secrets.hpp"
 
+namespace secrets_names_test {
+
 namespace secrets = awp::core::secrets;
 namespace crypto = awp::core::crypto;
 
@@ -75,3 +77,5 @@ TEST_CASE("the secrets key: HOSTED_SECRETS_KEY, else HKDF of the service-role ke
     const auto key = secrets::encryption_key("", "service");
     CHECK(crypto::decrypt_secret(crypto::encrypt_secret_with_key("v", key), "service") == "v");
 }
+
+}  // namespace secrets_names_test

@@ -13,6 +13,8 @@
 #include "gateway.hpp"
 #include "sessions.hpp"
 
+namespace session_revocations_test {
+
 namespace {
 
 using awp::api::revocation;
@@ -85,3 +87,5 @@ TEST_CASE("session revocations: a whole read of the table replaces what was know
     f.w->replace({});  // the row went (its tokens expired, the table was pruned)
     CHECK(f.w->check(kSession, kUser, now_s()) == session_state::live);
 }
+
+}  // namespace session_revocations_test

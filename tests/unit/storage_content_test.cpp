@@ -8,6 +8,8 @@
 #include "awp/storage/content.hpp"
 #include "awp/storage/range.hpp"
 
+namespace storage_content_test {
+
 namespace {
 
 using namespace awp::storage;
@@ -132,3 +134,5 @@ TEST_CASE("storage ranges: one byte range, clipped, or refused as RFC 9110 says"
     CHECK(parse_range("bytes=x-y", 10).what == kind::whole);
     CHECK(parse_range("bytes=99999999999999999999-", 10).what == kind::whole);
 }
+
+}  // namespace storage_content_test

@@ -9,6 +9,8 @@
 #include "awp/storage/upload_form.hpp"
 #include "awp/storage/url_token.hpp"
 
+namespace storage_form_token_test {
+
 namespace {
 
 using awp::storage::upload_form;
@@ -130,3 +132,5 @@ TEST_CASE("storage tokens: bound to one object, one scope and an expiry", "[stor
         "a-jwt-secret-that-is-long-enough-0123456789");
     CHECK(refused(access, kScopeUpload, "assets/t/a.png", key) == kind::invalid);
 }
+
+}  // namespace storage_form_token_test

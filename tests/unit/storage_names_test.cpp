@@ -6,6 +6,8 @@
 
 #include "awp/storage/names.hpp"
 
+namespace storage_names_test {
+
 namespace {
 
 using awp::storage::bucket_name_problem;
@@ -151,3 +153,5 @@ TEST_CASE("storage names: LIKE patterns of literals match only the literal", "[s
     CHECK(awp::storage::base_name("a/b/c.txt") == "c.txt");
     CHECK(awp::storage::base_name("c.txt") == "c.txt");
 }
+
+}  // namespace storage_names_test

@@ -18,6 +18,8 @@
 #include "awp/core/error.hpp"
 #include "awp/storage/store.hpp"
 
+namespace storage_store_test {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -233,3 +235,5 @@ TEST_CASE("storage store: space is the file system's", "[storage][store]") {
     CHECK(sp.total_bytes > 0);
     CHECK(sp.free_bytes <= sp.total_bytes);
 }
+
+}  // namespace storage_store_test

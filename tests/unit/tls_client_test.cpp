@@ -19,6 +19,8 @@
 
 #include "awp/http/client.hpp"
 
+namespace tls_client_test {
+
 namespace fs = std::filesystem;
 namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
@@ -171,3 +173,5 @@ TEST_CASE("fetch over https refuses a certificate for another host", "[http][tls
     CHECK(std::string(e.what()).find("mismatch") != std::string::npos);
     CHECK(server.served() == 0);
 }
+
+}  // namespace tls_client_test

@@ -8,6 +8,8 @@
 #include <set>
 #include <string>
 
+namespace uuid_time_test {
+
 using awp::core::format_iso8601_utc;
 using awp::core::is_valid_uuid;
 using awp::core::uuid;
@@ -74,3 +76,5 @@ TEST_CASE("now in milliseconds follows the system clock", "[uuid][time]") {
     CHECK(std::regex_match(awp::core::now_iso8601_utc(),
                            std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")));
 }
+
+}  // namespace uuid_time_test

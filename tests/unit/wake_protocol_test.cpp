@@ -8,6 +8,8 @@
 #include "awp/core/pg.hpp"
 #include "awp/core/wake.hpp"
 
+namespace wake_protocol_test {
+
 using namespace awp::core;
 
 namespace {
@@ -106,3 +108,5 @@ TEST_CASE("wake: a gateway key has exactly the shape the database accepts", "[wa
         CHECK_FALSE(pg::is_gateway_key(bad));
     }
 }
+
+}  // namespace wake_protocol_test
