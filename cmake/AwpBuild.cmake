@@ -14,9 +14,14 @@
 #     Boost.Asio's coroutine core, RapidJSON; the suites' adds Catch2) are compiled once, by
 #     awp_core (and awp_test_support for the suites), and every other target reuses that one
 #     precompiled header (awp_use_pch, REUSE_FROM: one PCH for all, not one per target).
-# Measured and not used: unity builds (the units define helpers of the same name in their
-# anonymous namespaces, and GCC 12 refuses a coroutine frame of one unit inside another,
-# -Wsubobject-linkage). bench/build/cold.sh measures a cold build, before and after.
+#   * AWP_UNITY (the default): unity builds. Each target's sources are compiled AWP_UNITY_BATCH
+#     at a time, as one unit (CMake's UNITY_BUILD): the Asio, Beast, RapidJSON, Catch2 and
+#     standard templates that every unit of a target instantiates and optimizes are compiled once
+#     per batch instead of once per file. A unit's anonymous namespace is then shared with the
+#     other units of its batch, so a target's units define no helper of the same name (a
+#     helper two units need is in a header, once); the compiler refuses a clash. -DAWP_UNITY=OFF
+#     compiles unit by unit (an edit then recompiles one file, not its batch).
+# bench/build/cold.sh measures a cold build, before and after.
 
 # -g (full DWARF) costs every optimized unit a quarter or more of its compile time and the links
 # most of their input. Line tables (-g1) keep what backtraces, perf, gdb's `bt` and sanitizer
@@ -72,9 +77,26 @@ if(AWP_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSI
   target_compile_options(awp_warnings INTERFACE -Wno-array-bounds -Wno-stringop-overflow
                                                 -Wno-stringop-overread)
 endif()
-# Units that parse their headers themselves: the separate-compilation units (Asio's, Beast's)
-# define what the header declares; the last two have a definition of their own (a PCH is used
-# only with exactly the definitions it was made with).
+# Unity builds (see the top). CMAKE_UNITY_BUILD sets every target's UNITY_BUILD as it is created,
+# so this file is included before the targets. GCC 12 reports a coroutine frame whose locals have
+# a type of an anonymous namespace (-Wsubobject-linkage) when that namespace is not in the main
+# file, which in a unity build it never is: the warning guards a type defined in a header that
+# several units include, and a unit of a batch is included once, into one object. Off in unity
+# builds only; unit-by-unit builds keep it.
+option(AWP_UNITY "Compile each target's sources in batches (unity build)" ON)
+set(AWP_UNITY_BATCH 16 CACHE STRING "Sources per unity batch (AWP_UNITY)")
+if(AWP_UNITY)
+  set(CMAKE_UNITY_BUILD ON)
+  set(CMAKE_UNITY_BUILD_BATCH_SIZE ${AWP_UNITY_BATCH})
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    add_compile_options(-Wno-subobject-linkage)
+  endif()
+endif()
+message(STATUS "awp: unity build ${AWP_UNITY} (batches of ${AWP_UNITY_BATCH})")
+
+# Units that parse their headers themselves, alone (no PCH, no unity batch): the
+# separate-compilation units (Asio's, Beast's) define what the header declares; the last two have
+# a definition of their own (a PCH is used only with exactly the definitions it was made with).
 set(AWP_PCH_SKIP libs/core/src/asio_impl.cpp libs/http/src/beast_impl.cpp
                  libs/core/src/migrate.cpp apps/command-runner/config.cpp)
 
@@ -84,15 +106,9 @@ set(AWP_PCH_SKIP libs/core/src/asio_impl.cpp libs/http/src/beast_impl.cpp
 # definition of one unit goes on that unit, listed in AWP_PCH_SKIP). GCC refuses a PCH made with
 # other definitions (-Winvalid-pch, an error here), so a mismatch cannot pass unnoticed.
 function(awp_use_pch owner header)
-  if(NOT AWP_PCH OR NOT TARGET ${owner})
+  if(NOT TARGET ${owner})
     return()
   endif()
-  target_precompile_headers(${owner} PRIVATE ${header})
-  foreach(t IN LISTS ARGN)
-    if(TARGET ${t})
-      target_precompile_headers(${t} REUSE_FROM ${owner})
-    endif()
-  endforeach()
   foreach(t IN ITEMS ${owner} ${ARGN})
     if(TARGET ${t})
       get_target_property(sources ${t} SOURCES)
@@ -101,9 +117,19 @@ function(awp_use_pch owner header)
         get_filename_component(path ${src} ABSOLUTE BASE_DIR ${dir})
         file(RELATIVE_PATH path ${PROJECT_SOURCE_DIR} ${path})
         if(path IN_LIST AWP_PCH_SKIP)
-          set_source_files_properties(${src} DIRECTORY ${dir} PROPERTIES SKIP_PRECOMPILE_HEADERS ON)
+          set_source_files_properties(${src} DIRECTORY ${dir} PROPERTIES SKIP_PRECOMPILE_HEADERS ON
+                                                                         SKIP_UNITY_BUILD_INCLUSION ON)
         endif()
       endforeach()
+    endif()
+  endforeach()
+  if(NOT AWP_PCH)
+    return()
+  endif()
+  target_precompile_headers(${owner} PRIVATE ${header})
+  foreach(t IN LISTS ARGN)
+    if(TARGET ${t})
+      target_precompile_headers(${t} REUSE_FROM ${owner})
     endif()
   endforeach()
 endfunction()
