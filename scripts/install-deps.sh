@@ -20,9 +20,12 @@ PACKAGES=(
   lld
   pgbouncer
 )
-# Extra packages for tests and benchmarks only (AWP_DEPS=full): browser, load generator, unit checker,
-# clang-16 with libFuzzer and the sanitizer runtimes (scripts/fuzz.sh, scripts/test-sanitize.sh).
-TEST_PACKAGES=(chromium wrk systemd docker-compose clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm-16)
+# Extra packages for the suites (AWP_DEPS=tests, scripts/test.sh): the browser, the unit file
+# checker and the compose checker.
+TEST_PACKAGES=(chromium systemd docker-compose)
+# And for the sanitizer pass and the benchmarks (AWP_DEPS=full): clang-16 with libFuzzer and the
+# sanitizer runtimes (scripts/test-sanitize.sh, scripts/fuzz.sh) and a load generator.
+FULL_PACKAGES=(wrk clang-16 libfuzzer-16-dev libclang-rt-16-dev llvm-16)
 
 need_root() {
   if [[ $(id -u) -ne 0 ]]; then
@@ -201,12 +204,16 @@ main() {
     install_static_libpq
     return
   fi
-  install_packages "${PACKAGES[@]}"
-  if [[ ${AWP_DEPS:-} == full ]]; then install_packages "${TEST_PACKAGES[@]}"; fi
+  case ${AWP_DEPS:-} in
+    '') install_packages "${PACKAGES[@]}" ;;
+    tests) install_packages "${PACKAGES[@]}" "${TEST_PACKAGES[@]}" ;;
+    full) install_packages "${PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${FULL_PACKAGES[@]}" ;;
+    *) echo "install-deps: AWP_DEPS is tests, full or unset, not '$AWP_DEPS'" >&2; exit 2 ;;
+  esac
   install_pgvector
   install_static_libpq
   # The real agent runtime for the e2e suites (npm, cached; docs/runtime.md).
-  if [[ ${AWP_DEPS:-} == full ]]; then "$(dirname "${BASH_SOURCE[0]}")/install-runtime.sh" >/dev/null; fi
+  if [[ -n ${AWP_DEPS:-} ]]; then "$(dirname "${BASH_SOURCE[0]}")/install-runtime.sh" >/dev/null; fi
   echo "install-deps: ok"
 }
 

@@ -19,7 +19,7 @@ phase_done() {
   echo "test.sh: $1: $((SECONDS - phase_start)) s" >&2
   phase_start=$SECONDS
 }
-AWP_DEPS=full "$REPO/scripts/install-deps.sh"
+AWP_DEPS=tests "$REPO/scripts/install-deps.sh"
 phase_done "packages"
 "$REPO/scripts/build.sh"
 phase_done "build"
