@@ -20,6 +20,7 @@ MIRROR=${MIRROR:-http://deb.debian.org/debian}
 [[ $(id -u) == 0 ]] || { echo "fresh-machine: run as root (debootstrap, chroot, mounts)" >&2; exit 1; }
 sha=$(git -C "$REPO" rev-parse --short "$REV")
 root=$(mktemp -d "/srv/awp-fresh-$sha.XXXXXX")
+chmod 755 "$root"  # a root folder: every user of the root reaches its files
 mkdir -p "$OUT"
 
 mounted=()
