@@ -28,6 +28,14 @@ log() { echo "install-runtime: $*" >&2; }
 [[ $VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+$|^latest$ ]] || { log "bad version: $VERSION"; exit 2; }
 [[ $NODE_MAJOR =~ ^[0-9]+$ ]] || { log "bad node major: $NODE_MAJOR"; exit 2; }
 
+# One installer at a time per cache: the data API's tests start three at once, and on a fresh
+# machine each would install the same node (one's rm -rf of the folder another is moving into
+# place fails) and run apt-get for npm (whose lock refuses the second). The others wait, then
+# find it installed. The lock is released when this script exits.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.install.lock"
+flock 9
+
 ensure_npm() {
   command -v npm >/dev/null && return
   log "npm is missing: installing Debian's npm"

