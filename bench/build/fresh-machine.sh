@@ -49,8 +49,10 @@ if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
   cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
 fi
 [[ -f /etc/npmrc ]] && cp /etc/npmrc "$root/etc/npmrc"
-mkdir -p "$root/root/awp"
-git -C "$REPO" archive "$sha" | tar -x -C "$root/root/awp"
+# A clone, as a newcomer's: the suites check what a checkout (.git) gives, e.g. host-ops.env's
+# AWP_REPO_DIR (tests/deploy/install_systemd.sh).
+git clone -q "$REPO" "$root/root/awp"
+git -C "$root/root/awp" checkout -q "$sha"
 for m in proc sys dev dev/pts; do mount --bind "/$m" "$root/$m" && mounted+=("$root/$m"); done
 mount -t tmpfs tmpfs "$root/dev/shm" && mounted+=("$root/dev/shm")
 
