@@ -36,10 +36,17 @@ pick_pg_dir() {
   mkdir -p "$dir"
   if [[ $SERVER_USER == postgres && $(id -u) -eq 0 ]]; then
     chown postgres: "$dir"
-    # The server must be able to reach its data; a checkout under /root is not reachable.
+    # The server must be able to reach its data; a checkout under /root is not reachable. The
+    # folder instead is named after the one asked for: two clusters (another AWP_STATE_DIR, as
+    # the data API's restart drills use) never share one.
     if ! runuser -u postgres -- test -x "$dir"; then
       local alt
-      alt=/var/tmp/awp-pg-$(echo -n "$REPO" | sha256sum | cut -c1-12)
+      alt=/var/tmp/awp-pg-$(echo -n "$dir" | sha256sum | cut -c1-12)
+      # Before 2026-11-29 the folder was named after the checkout: the project's own cluster
+      # stays where it is.
+      local legacy
+      legacy=/var/tmp/awp-pg-$(echo -n "$REPO" | sha256sum | cut -c1-12)
+      if [[ $dir == "$REPO/.awp/pg" && -d $legacy/data && ! -d $alt/data ]]; then alt=$legacy; fi
       log "$dir is not reachable by the postgres user; keeping the cluster in $alt"
       mkdir -p "$alt" && chown postgres: "$alt"
       dir=$alt
