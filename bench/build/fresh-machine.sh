@@ -74,7 +74,7 @@ while kill -0 "$pid" 2>/dev/null; do
   if grep -q "awp is up" "$OUT/run-stack.log"; then up=$((SECONDS - start)); break; fi
   sleep 1
 done
-grep -E '^(run-stack|install-deps|build.sh):' "$OUT/run-stack.log" | grep -v -E 'anon key|URL|next|add a user|client library|awpctl|service-role' || true
+grep -E '^(run-stack|install-deps|build.sh):' "$OUT/run-stack.log" | grep -v -E 'anon key|  URL|next, in|add a user|client library or|awpctl" user|service-role' || true
 [[ -n $up ]] || { echo "fresh-machine: run-stack ended before awp was up (log $OUT/run-stack.log)" >&2; exit 1; }
 pkill -TERM -f "scripts/run-stack.sh" || true
 wait "$pid" || true
