@@ -485,11 +485,9 @@ TEST_CASE(
     CHECK(counts(r.ids()) == once_each(0, kRows));
     CHECK_FALSE(r.status().in_sink);
     REQUIRE(r.run([&] { return r.status().confirmed_lsn >= r.last_commit(); }, 5s));
-    side.restart();
-    figures =
-        net::co_spawn(side, rt::read_slot_figures(query_on(db.admin_dsn()), slot), net::use_future);
-    side.run();
-    CHECK(figures.get().lag_bytes < 1024 * 1024);
+    // The slot let the backlog go: its confirmed position is past the last row. (Not its lag:
+    // that counts the WAL of the whole cluster, which other databases' writers grow meanwhile.)
+    REQUIRE(r.run([&] { return confirmed_flush(admin, slot) >= r.last_commit(); }, 5s));
     r.stop();
 }
 

@@ -495,9 +495,11 @@ TEST_CASE("a VACUUM clears the pending index of dead entries even under a long h
     auto gw = default_gateway(admin);
     admin.exec("ALTER TABLE agent_commands SET (autovacuum_enabled = off)");  // our VACUUM only
     admin.exec("SET session_replication_role = replica");  // history rows, past the insert rules
+    // The tenant given, not the column default's per-row lookup: ten times faster for 500,000.
     admin.exec(
-        "INSERT INTO agent_commands (gateway_id, action, status, finished_at) "
-        "SELECT $1, 'auth_list', 'done', now() FROM generate_series(1, 500000)",
+        "INSERT INTO agent_commands (tenant_id, gateway_id, action, status, finished_at) "
+        "SELECT g.tenant_id, g.id, 'auth_list', 'done', now() FROM gateways g, "
+        "generate_series(1, 500000) WHERE g.id = $1",
         {gw});
     admin.exec("RESET session_replication_role");
     admin.exec("VACUUM ANALYZE agent_commands");
