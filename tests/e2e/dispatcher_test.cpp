@@ -299,7 +299,7 @@ TEST_CASE("a failing wake is retried after its back-off and ends dead_letter aft
 }
 
 TEST_CASE("a failed wake's retry comes when its back-off ends, with no NOTIFY and no safety poll",
-          "[dispatcher][e2e]") {
+          "[dispatcher][e2e][slow]") {
     world w;
     fake_runtime rt;
     const auto cy = w.agent("cy");

@@ -182,7 +182,7 @@ TEST_CASE("drill: command-runner kill -9 and restart", "[drill][e2e]") {
 TEST_CASE("drill: inbox-dispatcher SIGTERM and restart", "[drill][e2e]") {
     restart_drill(drill::daemon::dispatcher, SIGTERM);
 }
-TEST_CASE("drill: inbox-dispatcher kill -9 and restart", "[drill][e2e]") {
+TEST_CASE("drill: inbox-dispatcher kill -9 and restart", "[drill][e2e][slow]") {
     restart_drill(drill::daemon::dispatcher, SIGKILL);
 }
 TEST_CASE("drill: embedder SIGTERM and restart", "[drill][e2e]") {

@@ -110,7 +110,7 @@ struct real_stack {
 }  // namespace
 
 TEST_CASE("real runtime: every runner action leaves openclaw in the state it promises",
-          "[runtime][e2e]") {
+          "[runtime][e2e][slow]") {
     if (!real_runtime()) {
         WARN(
             "AWP_OPENCLAW is not set (scripts/install-runtime.sh): the real-runtime test is "
@@ -323,7 +323,7 @@ TEST_CASE("real runtime: the dispatcher's wake is accepted by the real CLI", "[r
 }
 
 TEST_CASE("real runtime: every flag the adapter passes exists in the real CLI's --help",
-          "[runtime][e2e]") {
+          "[runtime][e2e][slow]") {
     if (!real_runtime()) {
         WARN("AWP_OPENCLAW is not set: skipped");
         return;
@@ -382,7 +382,7 @@ TEST_CASE("real runtime: every flag the adapter passes exists in the real CLI's 
 TEST_CASE(
     "real runtime: with AGENT_USER the runtime runs as that user and every file it keeps is "
     "that user's",
-    "[runtime][e2e][security]") {
+    "[runtime][e2e][security][slow]") {
     if (!real_runtime() || ::geteuid() != 0) {
         WARN("needs AWP_OPENCLAW and root: the real runtime as another user is not checked");
         return;
@@ -527,7 +527,7 @@ TEST_CASE(
 TEST_CASE(
     "real runtime: the agents row tells the truth: provision sets ready or error with the "
     "reason, set_agent_model its model and thinking, a session not reloaded is said",
-    "[runtime][e2e]") {
+    "[runtime][e2e][slow]") {
     if (!real_runtime()) {
         WARN("AWP_OPENCLAW is not set: skipped");
         return;
@@ -577,7 +577,7 @@ TEST_CASE(
 TEST_CASE(
     "real runtime: auth_set_default makes the provider the gateway's default, list_models lists "
     "the connected providers' models only, both scrub flags are set",
-    "[runtime][e2e]") {
+    "[runtime][e2e][slow]") {
     if (!real_runtime()) {
         WARN("AWP_OPENCLAW is not set: skipped");
         return;
