@@ -120,14 +120,31 @@ net::awaitable<command_outcome> executor::connected_models(command_row cmd, plan
         co_return command_outcome::failure("models status answered no JSON: " +
                                            runtime::error_line(status.err, status.out));
     }
-    runtime::call list_call = rt.list_models(std::nullopt);
-    const auto all = co_await call(std::move(list_call), p.timeout, true);
-    if (!all.success()) co_return command_outcome::failure(failure_of("models list", all, secrets));
-    auto models = runtime::models_of(all.out, *providers);
-    if (!models) {
-        co_return command_outcome::failure("models list answered no JSON: " +
-                                           runtime::error_line(all.err, all.out));
+    // Their catalogues one provider at a time (`models list --provider P`: 4 s on two cores,
+    // most of it the CLI's start-up) while that costs less than the whole catalogue (`--all`:
+    // 24 s for 242 models, 2026.6.1); none connected, nothing to list.
+    constexpr std::size_t kPerProviderLists = 4;
+    std::vector<std::optional<std::string>> targets;
+    if (providers->size() <= kPerProviderLists) {
+        targets.assign(providers->begin(), providers->end());
+    } else {
+        targets.emplace_back(std::nullopt);
     }
+    std::vector<std::string> outputs;
+    for (const auto& target : targets) {
+        runtime::call list_call = rt.list_models(target);
+        auto list = co_await call(std::move(list_call), p.timeout, true);
+        if (!list.success())
+            co_return command_outcome::failure(failure_of("models list", list, secrets));
+        if (!runtime::models_of(list.out, *providers)) {
+            co_return command_outcome::failure("models list answered no JSON: " +
+                                               runtime::error_line(list.err, list.out));
+        }
+        outputs.push_back(std::move(list.out));
+    }
+    auto models = runtime::models_of(std::vector<std::string_view>(outputs.begin(), outputs.end()),
+                                     *providers);
+    if (!models) co_return command_outcome::failure("models list answered no JSON");
     command_outcome o = command_outcome::success(std::move(*models));
     o.json_out = true;
     co_return o;

@@ -211,6 +211,18 @@ TEST_CASE(
     CHECK(*only == R"({"count":2,"models":[{"key":"anthropic/claude-a","available":false},)"
                    R"({"key":"anthropic/claude-b","available":true}],"providers":["anthropic"]})");
     CHECK(*awp::runtime::models_of(list, {}) == R"({"count":0,"models":[],"providers":[]})");
+    // One list per provider (`--provider P`), merged in their order; any that is not a list
+    // spoils the answer, and no list at all is no model.
+    const std::string mistral = R"({"count":1,"models":[{"key":"mistral/large"}]})";
+    const auto both = awp::runtime::models_of(std::vector<std::string_view>{mistral, list},
+                                              {"mistral", "openai"});
+    REQUIRE(both);
+    CHECK(*both == R"({"count":2,"models":[{"key":"mistral/large"},)"
+                   R"({"key":"openai/gpt-x","available":true}],"providers":["mistral","openai"]})");
+    CHECK_FALSE(awp::runtime::models_of(std::vector<std::string_view>{mistral, "Gateway down"},
+                                        {"mistral"}));
+    CHECK(*awp::runtime::models_of(std::vector<std::string_view>{}, {}) ==
+          R"({"count":0,"models":[],"providers":[]})");
     CHECK(awp::runtime::first_model(list, "anthropic") ==
           std::optional<std::string>("anthropic/claude-b"));  // the first available one
     CHECK(awp::runtime::first_model(R"({"models":[{"key":"x/y"}]})", "x") ==

@@ -154,29 +154,35 @@ std::optional<std::string> default_model(std::string_view status_output) {
     return std::nullopt;
 }
 
-std::optional<std::string> models_of(std::string_view list_output,
+std::optional<std::string> models_of(const std::vector<std::string_view>& list_outputs,
                                      const std::vector<std::string>& providers) {
-    auto d = json_of(list_output);
-    if (!d) return std::nullopt;
-    const auto models = d->FindMember("models");
-    if (models == d->MemberEnd() || !models->value.IsArray()) return std::nullopt;
-    auto& al = d->GetAllocator();
-    rj::Value kept(rj::kArrayType);
-    for (auto& m : models->value.GetArray()) {
-        if (!m.IsObject() || !m.HasMember("key") || !m["key"].IsString()) continue;
-        const std::string p = provider_of(m["key"].GetString());
-        if (std::find(providers.begin(), providers.end(), p) != providers.end())
-            kept.PushBack(rj::Value(m, al), al);
-    }
     rj::Document out(rj::kObjectType);
     auto& oal = out.GetAllocator();
+    rj::Value kept(rj::kArrayType);
+    for (const auto list_output : list_outputs) {
+        auto d = json_of(list_output);
+        if (!d) return std::nullopt;
+        const auto models = d->FindMember("models");
+        if (models == d->MemberEnd() || !models->value.IsArray()) return std::nullopt;
+        for (auto& m : models->value.GetArray()) {
+            if (!m.IsObject() || !m.HasMember("key") || !m["key"].IsString()) continue;
+            const std::string p = provider_of(m["key"].GetString());
+            if (std::find(providers.begin(), providers.end(), p) != providers.end())
+                kept.PushBack(rj::Value(m, oal), oal);
+        }
+    }
     out.AddMember("count", static_cast<uint64_t>(kept.Size()), oal);
-    out.AddMember("models", rj::Value(kept, oal), oal);
+    out.AddMember("models", kept, oal);
     rj::Value names(rj::kArrayType);
     for (const auto& p : providers)
         names.PushBack(rj::Value(p.c_str(), static_cast<rj::SizeType>(p.size()), oal), oal);
     out.AddMember("providers", names, oal);
     return core::json::to_string(out);
+}
+
+std::optional<std::string> models_of(std::string_view list_output,
+                                     const std::vector<std::string>& providers) {
+    return models_of(std::vector<std::string_view>{list_output}, providers);
 }
 
 std::optional<std::string> first_model(std::string_view list_output, const std::string& provider) {

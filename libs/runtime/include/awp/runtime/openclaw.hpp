@@ -178,9 +178,12 @@ std::optional<std::vector<std::string>> connected_providers(std::string_view sta
 /// The default model (`defaultModel`) of `models status --json`.
 std::optional<std::string> default_model(std::string_view status_output);
 
-/// `models list --json` output cut down to the models of `providers` (a model's provider is its
-/// key up to the first '/'): {"count": n, "models": [...], "providers": [...]}; nullopt when the
-/// output is not the runtime's list.
+/// `models list --json` outputs (one of `--all`, or one of `--provider P` per provider) cut down
+/// to the models of `providers` (a model's provider is its key up to the first '/'), in the order
+/// of the outputs: {"count": n, "models": [...], "providers": [...]}; nullopt when an output is
+/// not the runtime's list.
+std::optional<std::string> models_of(const std::vector<std::string_view>& list_outputs,
+                                     const std::vector<std::string>& providers);
 std::optional<std::string> models_of(std::string_view list_output,
                                      const std::vector<std::string>& providers);
 
