@@ -186,6 +186,15 @@ loaded load(pg::connection& c, const std::vector<std::string>& schemas) {
     return out;
 }
 
+/// Whether Postgres would JIT-compile the catalog statement (its EXPLAIN shows a JIT section
+/// when the estimate passes jit_above_cost and JIT is available).
+bool plans_jit(pg::connection& c, const std::vector<std::string>& schemas) {
+    const auto r = c.exec("EXPLAIN (FORMAT JSON) " + std::string(rest::catalog_query()),
+                          {text_array(schemas)});
+    REQUIRE(r.size() == 1);
+    return std::string(r.text(0, 0)).find("\"JIT\"") != std::string::npos;
+}
+
 const qualified_name tasks{"rs_api", "tasks"}, agents{"rs_api", "agents"}, users{"rs_api", "users"},
     products{"rs_api", "products"}, tags{"rs_api", "tags"}, lab{"rs_api", "lab"};
 
@@ -209,6 +218,7 @@ struct scratch_fixture {
     scoped_database db;
     loaded l;
     bool api_lacks_usage = false;
+    bool jit_planned = true;
     scratch_fixture() {
         auto admin = db.admin();
         admin.exec_script(kScratchSchema);
@@ -222,6 +232,7 @@ struct scratch_fixture {
         api_lacks_usage =
             api.exec("SELECT has_schema_privilege('rs_api', 'USAGE')").text(0, 0) == "f";
         l = load(api, {"rs_api"});
+        jit_planned = plans_jit(api, {"rs_api"});
     }
 };
 
@@ -231,9 +242,11 @@ TEST_CASE("the catalog statement describes a scratch schema to an unprivileged l
     const auto& l = fx.l;
     const auto& sc = *l.cache;
     INFO("catalog statement: " << l.best_ms << " ms");
-    // Typically 15-35 ms on a loaded 2-core host; an estimate past jit_above_cost (JIT
-    // compiling the statement) made it 200-400 ms.
-    CHECK(l.best_ms < 100);
+    // Typically 15-35 ms on a 2-core host, past 100 ms beside five other tests: its speed is the
+    // benchmarks' to measure. What made it slow was a plan: an estimate past jit_above_cost, JIT
+    // compiling the statement (200-400 ms here, 3 s in the gateway), which the plan shows.
+    CHECK_FALSE(fx.jit_planned);
+    CHECK(l.best_ms < 1000);
 
     SECTION("tables and views, what each accepts, their keys") {
         CHECK(sc.try_table({"rs_private", "notes"}) == nullptr);
@@ -521,7 +534,8 @@ TEST_CASE("awp's own schema: the UI's embeds of tasks and agents resolve", "[res
     const auto l = load(api, {"public"});
     const auto& sc = *l.cache;
     INFO("catalog statement on awp's schema: " << l.best_ms << " ms");
-    CHECK(l.best_ms < 100);
+    CHECK_FALSE(plans_jit(api, {"public"}));  // as above: a plan, not a speed test
+    CHECK(l.best_ms < 1000);
     CHECK(sc.tables.size() > 20);
     const qualified_name t{"public", "tasks"};
     auto r = sc.find_relationship(t, "agents", kTaskAssigneeKey);
