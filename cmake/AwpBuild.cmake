@@ -7,6 +7,8 @@
 #   * Catch2's runner (tests/support/catch_main.cxx, all of Catch2) is compiled once for the three
 #     suites, and the benchmarks are not part of `all` (bench/*/run.sh build what they run);
 #   * scripts/run-stack.sh builds the daemons and awpctl only; the scripts print their phases' times;
+#   * the suites' own code compiles at -O0 (AWP_TEST_OPTIMIZE, tests/CMakeLists.txt): 181 -> 86 s
+#     for the three suites, the code they test staying at -O2;
 #   * AWP_DEBUG_INFO=lines (the default): optimized builds with line tables only (-g1), -27 to
 #     -35 % of each unit's compile time, a quarter of the object size, and the links read a
 #     fraction of the bytes; =full gives -g back.
