@@ -130,21 +130,24 @@ net::awaitable<command_outcome> executor::connected_models(command_row cmd, plan
     } else {
         targets.emplace_back(std::nullopt);
     }
-    std::vector<std::string> outputs;
+    std::vector<std::string> outputs, errors;
     for (const auto& target : targets) {
         runtime::call list_call = rt.list_models(target);
         auto list = co_await call(std::move(list_call), p.timeout, true);
         if (!list.success())
             co_return command_outcome::failure(failure_of("models list", list, secrets));
-        if (!runtime::models_of(list.out, *providers)) {
-            co_return command_outcome::failure("models list answered no JSON: " +
-                                               runtime::error_line(list.err, list.out));
-        }
         outputs.push_back(std::move(list.out));
+        errors.push_back(std::move(list.err));
     }
     auto models = runtime::models_of(std::vector<std::string_view>(outputs.begin(), outputs.end()),
                                      *providers);
-    if (!models) co_return command_outcome::failure("models list answered no JSON");
+    if (!models) {
+        // Only now, on the way out, which answer was not a list.
+        std::size_t bad = 0;
+        while (bad + 1 < outputs.size() && runtime::models_of(outputs[bad], *providers)) ++bad;
+        co_return command_outcome::failure("models list answered no JSON: " +
+                                           runtime::error_line(errors[bad], outputs[bad]));
+    }
     command_outcome o = command_outcome::success(std::move(*models));
     o.json_out = true;
     co_return o;

@@ -45,6 +45,38 @@ bool port_free(int port) {
 
 }  // namespace
 
+TEST_CASE("runner: list_models without a provider lists each connected provider, or nothing",
+          "[runner]") {
+    awp::test::scoped_database db;
+    auto admin = db.admin();
+    gateway_fixture gw(admin);
+    sandbox box;
+    const std::vector<std::string> status{"models", "status", "--json"};
+    SECTION("no provider connected: no list is asked for, none is answered") {
+        box.set("stdout", R"({"auth":{"providers":[]}})");
+        running_runner r(base_config(db, box, gw.slug));
+        auto s = wait_finished(admin, enqueue(admin, gw.id, "list_models", "{}"));
+        CHECK(s.status == "done");
+        CHECK(s.stdout_ == R"({"count":0,"models":[],"providers":[]})");
+        CHECK(box.calls() == std::vector<std::vector<std::string>>{status});
+    }
+    SECTION("a provider's list that is not a list fails the command, saying so") {
+        // The fake answers every call alike: the status of two providers, which is no list.
+        box.set("stdout", R"({"auth":{"providers":[{"provider":"openai"},{"provider":"xai"}]}})");
+        running_runner r(base_config(db, box, gw.slug));
+        auto s = wait_finished(admin, enqueue(admin, gw.id, "list_models", "{}"));
+        CHECK(s.status == "failed");
+        CHECK_THAT(s.error, Catch::StartsWith("models list answered no JSON"));
+        const auto calls = box.calls();
+        REQUIRE(calls.size() == 3);
+        CHECK(calls[0] == status);
+        CHECK(calls[1] ==
+              std::vector<std::string>{"models", "list", "--json", "--provider", "openai"});
+        CHECK(calls[2] ==
+              std::vector<std::string>{"models", "list", "--json", "--provider", "xai"});
+    }
+}
+
 TEST_CASE("runner: spawned actions call the runtime with the documented argv and record done",
           "[runner]") {
     awp::test::scoped_database db;
